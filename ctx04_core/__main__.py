@@ -1,0 +1,3 @@
+from ctx04_core.cli import main
+
+main()

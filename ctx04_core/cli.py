@@ -1,0 +1,286 @@
+"""The ``ctx04`` command line: retrieve, index, plugins.
+
+Heavy modules (the tokenizer, SQLite, the pipeline) are imported inside the
+commands so ``ctx04 --help`` starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from ctx04_core.pipeline import Retrieval
+
+app = typer.Typer(
+    name="ctx04",
+    help=(
+        "Given a task and a repository, show the few lines of code a model must see.\n\n"
+        "Start with:  ctx04 retrieve \"describe the bug or feature\" --repo PATH"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+stderr = Console(stderr=True)
+
+
+class Format(StrEnum):
+    table = "table"
+    markdown = "markdown"
+    json = "json"
+
+
+RepoOption = Annotated[
+    Path,
+    typer.Option(
+        "--repo", "-r", help="The repository to search (a folder; git is optional).",
+        show_default=True,
+    ),
+]
+IndexDirOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--index-dir",
+        help="Keep the code index here instead of the per-user cache folder.",
+    ),
+]
+DisableOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--disable", "-d",
+        help="Disable a plugin by name (repeatable); see `ctx04 plugins`. "
+        "CTX04_DISABLE=a,b does the same.",
+    ),
+]
+
+
+def fail(message: str) -> NoReturn:
+    """Bad input: one line on stderr, exit code 2, never a traceback."""
+    stderr.print(f"[bold red]ctx04: error:[/] {escape(message)}", highlight=False)
+    raise typer.Exit(2)
+
+
+def read_text_file(path: Path, what: str) -> str:
+    try:
+        if str(path) == "-":
+            return sys.stdin.read()
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError as err:
+        fail(f"cannot read {what} {path}: {err.strerror or err}")
+
+
+@app.command()
+def retrieve(
+    task: Annotated[
+        str | None,
+        typer.Argument(help="The task: an issue, a request, a bug report. Or use --task-file."),
+    ] = None,
+    repo: RepoOption = Path("."),
+    task_file: Annotated[
+        Path | None,
+        typer.Option("--task-file", "-f", help="Read the task from a file (- for stdin)."),
+    ] = None,
+    error_file: Annotated[
+        Path | None,
+        typer.Option("--error-file", "-e", help="The latest error or traceback, from a file."),
+    ] = None,
+    test: Annotated[
+        str | None,
+        typer.Option(
+            "--test", "-t", help="The failing test's node id, e.g. tests/test_x.py::test_y."
+        ),
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option("--budget", "-b", min=1, help="Token budget of the slice [default: 4000]."),
+    ] = None,
+    disable: DisableOption = None,
+    output_format: Annotated[
+        Format,
+        typer.Option(
+            "--format", "-o",
+            help="table: ranked candidates and the slice; markdown: the slice alone, "
+            "to paste into a prompt; json: everything, schema ctx04.context-slice.v1.",
+        ),
+    ] = Format.table,
+    index_dir: IndexDirOption = None,
+) -> None:
+    """Retrieve the context slice for a task.
+
+    Builds or refreshes the repository's code index when needed, recalls
+    candidate regions (ripgrep, API descriptions, call graph), merges,
+    re-ranks, prunes them to the lines that matter and assembles a slice
+    within the token budget.
+
+    Example: ctx04 retrieve "QuerySet.only() after select_related() crashes" --repo ~/src/django
+    """
+    from ctx04_core.settings import Settings
+
+    parts = [task or ""]
+    if task_file is not None:
+        parts.append(read_text_file(task_file, "task file"))
+    latest_error = read_text_file(error_file, "error file") if error_file else None
+    task_text = "\n".join(p for p in parts if p.strip())
+    if not task_text.strip() and latest_error:
+        task_text = latest_error
+    settings = Settings() if budget is None else Settings(budget_tokens=budget)
+    from ctx04_core.pipeline import retrieve as run
+
+    with bad_input_exits_2(), indexing_progress() as progress:
+        result = run(
+            task_text, repo, latest_error=latest_error, test=test, settings=settings,
+            disable=disable or (), index_dir=index_dir, progress=progress,
+        )
+    if output_format is Format.json:
+        from ctx04_core.output import retrieval_json
+
+        sys.stdout.write(json.dumps(retrieval_json(result), indent=2, ensure_ascii=False) + "\n")
+    elif output_format is Format.markdown:
+        sys.stdout.write(result.context.text)
+    else:
+        show_retrieval(result)
+
+
+@contextmanager
+def bad_input_exits_2() -> Iterator[None]:
+    """Turn the errors a user can fix into one line and exit code 2."""
+    from ctx04_core.index import IndexUnavailable
+    from ctx04_core.pipeline import TaskError
+    from ctx04_core.plugins import PluginError
+    from ctx04_core.repository import RepoError
+    from ctx04_core.ripgrep import RipgrepMissing
+
+    try:
+        yield
+    except (RepoError, TaskError, PluginError, IndexUnavailable, RipgrepMissing) as err:
+        fail(str(err))
+
+
+@contextmanager
+def indexing_progress() -> Iterator[Callable[[int, int], None]]:
+    """A progress bar on stderr while the index parses files (only on a terminal)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress(
+        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), console=stderr, transient=True, disable=not stderr.is_terminal,
+    ) as bar:
+        task_id = bar.add_task("indexing", total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task_id, completed=done, total=total)
+
+        yield update
+
+
+def show_retrieval(result: Retrieval) -> None:
+    console = Console()
+    table = Table(title=f"ctx04: {len(result.candidates)} ranked candidates", title_justify="left")
+    for column, justify in (("rank", "right"), ("path:lines", "left"), ("qualname", "left"),
+                            ("sources", "left"), ("score", "right"), ("tokens", "right"),
+                            ("included", "center")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    shown = {e.excerpt.ranked.rank: e for e in result.context.entries}
+    for ranked in result.candidates:
+        c = ranked.candidate
+        entry = shown.get(ranked.rank)
+        included = bool(entry and entry.included)
+        table.add_row(
+            str(ranked.rank), f"{c.span.path}:{c.span.start_line}-{c.span.end_line}",
+            c.qualname or "", ", ".join(c.sources), f"{ranked.score:.3f}",
+            str(entry.tokens) if entry else "0", "[green]yes[/]" if included else "no",
+        )
+    console.print(table)
+    console.print()
+    console.print(Text(result.context.text))
+    stats = result.index
+    console.print(
+        f"[dim]slice {result.context.tokens}/{result.context.budget_tokens} tokens · "
+        f"index {stats.files} files ({stats.parsed} parsed) · {result.seconds:.2f} s[/]"
+    )
+    for diagnostic in result.diagnostics:
+        where = f"{diagnostic.path}: " if diagnostic.path else ""
+        console.print(
+            f"[yellow]{diagnostic.kind}[/] {escape(where + diagnostic.reason)}"
+            f"{escape(' (' + diagnostic.detail + ')') if diagnostic.detail else ''}",
+            highlight=False,
+        )
+
+
+@app.command()
+def index(
+    repo: RepoOption = Path("."),
+    index_dir: IndexDirOption = None,
+    disable: DisableOption = None,
+) -> None:
+    """Build or refresh the code index of a repository.
+
+    Only files whose bytes changed since the last run are parsed again. The
+    index lives in the per-user cache folder (see --index-dir); `ctx04
+    retrieve` refreshes it by itself, so this command is for warming it up
+    and for seeing what was indexed.
+    """
+    from ctx04_core.pipeline import open_repo
+    from ctx04_core.plugins import plugin_manager
+    from ctx04_core.repository import resolve_root
+    from ctx04_core.settings import Settings
+
+    with bad_input_exits_2(), indexing_progress() as progress:
+        root = resolve_root(repo)
+        opened, stats = open_repo(
+            root, plugin_manager(disable=disable or ()), Settings(), index_dir, progress
+        )
+    opened.index.close()
+    console = Console()
+    if opened.index.recovered:
+        console.print(f"[yellow]{escape(opened.index.recovered)}[/]")
+    console.print(
+        f"indexed {stats.files} files in {stats.seconds:.2f} s: "
+        f"{stats.parsed} parsed, {stats.unchanged} unchanged, {stats.removed} removed; "
+        f"{stats.nodes} nodes, {stats.edges} edges, {len(stats.failures)} not parsed"
+    )
+    for path, status, message in stats.failures[:20]:
+        console.print(f"  [yellow]{status}[/] {escape(path)}: {escape(message)}", highlight=False)
+    if len(stats.failures) > 20:
+        console.print(f"  … and {len(stats.failures) - 20} more (see --format json of retrieve)")
+    console.print(f"[dim]index file: {opened.index.path}[/]")
+
+
+@app.command()
+def plugins(disable: DisableOption = None) -> None:
+    """List the installed plugins: name, hooks, distribution, version, enabled.
+
+    Plugins are found through the `ctx04` entry-point group; disable one with
+    --disable NAME on any command or CTX04_DISABLE=a,b.
+    """
+    from ctx04_core.plugins import PluginError, describe_plugins, plugin_manager
+
+    try:
+        pm = plugin_manager(disable=disable or ())
+    except PluginError as err:
+        fail(str(err))
+    table = Table(title="ctx04 plugins (entry-point group 'ctx04')")
+    for column in ("name", "hooks", "distribution", "version", "enabled"):
+        table.add_column(column)
+    for info in describe_plugins(pm):
+        table.add_row(
+            info.name, ", ".join(info.hooks), info.distribution, info.version,
+            "[green]yes[/]" if info.enabled else "[red]no[/]",
+        )
+    Console().print(table)
+
+
+def main() -> None:
+    app()

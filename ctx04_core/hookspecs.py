@@ -1,0 +1,121 @@
+"""The hooks a ctx04 plugin can implement, in pipeline order.
+
+A plugin is a module (or object) with functions decorated ``@hookimpl``,
+published under the entry-point group ``ctx04``; the entry-point name is the
+plugin's name for ``--disable`` and ``CTX04_DISABLE``. Hooks marked
+``firstresult`` stop at the first implementation that returns something other
+than None (the most recently registered runs first); the others are called on
+every enabled plugin and their results collected into a list.
+
+Arguments are passed by keyword, so an implementation may accept any subset
+of a hook's parameters.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pluggy
+
+if TYPE_CHECKING:
+    from ctx04_core.repository import Repo
+    from ctx04_core.settings import Settings
+    from ctx04_core.types import (
+        Candidate,
+        ContextSlice,
+        Excerpt,
+        ParsedFile,
+        Query,
+        RankedCandidate,
+        Recall,
+    )
+
+PROJECT = "ctx04"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def source_globs() -> list[str] | None:
+    """File globs (``*.py``) of the source files this plugin can parse.
+
+    Called once per index refresh and once per retrieval; collected. The
+    union decides which files the index walks and which files lexical recall
+    searches. A parser plugin implements it alongside :func:`parse_file`.
+    """
+
+
+@hookspec(firstresult=True)
+def parse_file(path: str, text: str) -> ParsedFile | None:
+    """Extract definitions and references from one source file.
+
+    Called by the index for every new or changed file matched by
+    :func:`source_globs`. ``path`` is repo-relative with forward slashes,
+    ``text`` the file decoded as UTF-8. Return None for a file in a language
+    the plugin does not handle, so the next parser is asked. Raise
+    ``SyntaxError`` for a file in its language that does not parse: the index
+    records the failure and the file stays searchable by lexical recall.
+    First result wins.
+    """
+
+
+@hookspec
+def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
+    """Propose candidate code regions for the query.
+
+    Called once per retrieval on every enabled recall plugin, after the code
+    index has been refreshed; results are collected and merged by the core
+    (collapse by definition, containment, union of overlapping line runs).
+    A candidate may be a single hit line: merge widens it to its enclosing
+    definition. Return None to contribute nothing. Report cut or failed
+    searches as ``Diagnostic(kind="unavailable", ...)`` in the result rather
+    than raising.
+    """
+
+
+@hookspec(firstresult=True)
+def rerank(
+    query: Query, candidates: tuple[Candidate, ...], repo: Repo, settings: Settings
+) -> list[RankedCandidate] | None:
+    """Order the merged candidates and keep the best ``settings.top_k``.
+
+    Called once per retrieval with the merged candidates in a deterministic
+    order. Returns the kept candidates, ranks 1..n in order. First result
+    wins; with no implementation enabled the merged order is kept.
+    """
+
+
+@hookspec(firstresult=True)
+def prune(
+    query: Query, ranked: tuple[RankedCandidate, ...], repo: Repo, settings: Settings
+) -> list[Excerpt] | None:
+    """Cut each ranked candidate down to the lines that serve the task.
+
+    Called once per retrieval after :func:`rerank`. Returns one excerpt per
+    candidate that should stay, in rank order; a candidate left out is
+    dropped. Whole lines only, never a partial statement. First result wins;
+    with no implementation enabled every candidate is shown whole.
+    """
+
+
+@hookspec(firstresult=True)
+def assemble(
+    query: Query, excerpts: tuple[Excerpt, ...], repo: Repo, settings: Settings
+) -> ContextSlice | None:
+    """Render the excerpts into the context slice within the token budget.
+
+    Called once per retrieval, last. The returned slice's ``tokens`` is the
+    token count of exactly its ``text`` and never exceeds
+    ``settings.budget_tokens``; the pipeline checks this. First result wins;
+    at least one implementation must be enabled.
+    """
+
+
+@hookspec
+def vet(artifact: str, context: ContextSlice) -> str | None:
+    """Check an artifact a model produced against the slice it was shown.
+
+    Called on every enabled plugin whenever a harness vets an artifact;
+    collected. Return a rejection reason, or None to pass. Any rejection
+    rejects the artifact.
+    """

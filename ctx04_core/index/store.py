@@ -1,0 +1,542 @@
+"""The code index of one repository: a SQLite file in the user's cache, kept per file.
+
+Each file's row carries its size, mtime and key ``sha256(bytes + path)``; a
+refresh re-reads a file only when its size or mtime changed and re-parses it
+only when its key changed (or the enabled parsers did). A file that cannot be
+parsed keeps a row with its status and no nodes, so it is not retried until
+it changes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+import pluggy
+
+from ctx04_core import ripgrep
+from ctx04_core.index import schema
+from ctx04_core.settings import Settings
+from ctx04_core.text import tokenize
+from ctx04_core.types import Edge, Node, ParsedFile, Span
+
+DB_NAME = "index.sqlite3"
+LOCK_TIMEOUT_S = 60.0
+MAX_QUERY_TOKENS = 64
+# Rows are flushed to SQLite every this many files, inside the one transaction.
+BATCH_FILES = 256
+
+_NODE_COLUMNS = (
+    "f.path, n.qualname, n.name, n.kind, n.start_line, n.end_line, "
+    "n.header_end, n.signature, n.docstring"
+)
+
+
+class IndexUnavailable(Exception):
+    """The index cannot be opened or written; the message is one clear line."""
+
+
+@dataclass(frozen=True)
+class RefreshStats:
+    files: int  # source files matched by the globs
+    parsed: int  # files read and (re)recorded in this refresh, parsed or failed
+    unchanged: int  # files skipped because their stat or key was unchanged
+    removed: int  # files dropped because they vanished
+    nodes: int  # total nodes in the index after refresh
+    edges: int  # total edges after refresh
+    # (path, status, message) of every indexed file that is not parsed:
+    # syntax_error, too_large, binary, not_utf8, unreadable, no_parser.
+    failures: tuple[tuple[str, str, str], ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Stored:
+    id: int
+    key: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    """What reading and parsing one file gave."""
+
+    key: str
+    status: str
+    message: str = ""
+    parsed: ParsedFile | None = None
+
+
+class CodeIndex:
+    """Definitions, references and descriptions of one repository's source files.
+
+    Reads need no lock (SQLite's WAL lets them run beside a writer); opening
+    and :meth:`refresh` hold an exclusive lock on a file beside the database,
+    so concurrent processes take turns and the later one finds the earlier
+    one's work.
+    """
+
+    def __init__(self, root: Path, path: Path, conn: sqlite3.Connection, recovered: str | None):
+        self.root = root
+        self.path = path
+        self.recovered = recovered  # one line when an unreadable index was replaced
+        self._conn = conn
+        self._names: frozenset[str] | None = None
+
+    @classmethod
+    def open(cls, root: Path, index_dir: Path | None = None) -> CodeIndex:
+        root = root.resolve()
+        if index_dir is None:
+            digest = hashlib.sha256(str(root).encode("utf-8")).hexdigest()[:16]
+            index_dir = platformdirs.user_cache_path("ctx04") / f"{digest}-{root.name}"
+        path = index_dir / DB_NAME
+        try:
+            index_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise IndexUnavailable(f"cannot create the index folder {index_dir}: {err}") from err
+        with _exclusive(path, root):
+            conn, recovered = _connect_or_recover(path)
+        return cls(root, path, conn, recovered)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def refresh(
+        self,
+        pm: pluggy.PluginManager,
+        globs: tuple[str, ...],
+        settings: Settings,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> RefreshStats:
+        """Bring the index up to date with the files ``globs`` match under the root."""
+        started = time.perf_counter()
+        try:
+            listed = ripgrep.list_files(
+                self.root, globs, settings.exclude_globs, settings.search_timeout_s
+            )
+        except subprocess.TimeoutExpired as err:
+            raise IndexUnavailable(
+                f"listing the source files of {self.root} took over {err.timeout:g} s"
+            ) from err
+        # A file name that is not UTF-8 cannot be stored, nor named to a model.
+        paths = [rel for rel in listed if _is_utf8(rel)]
+        self._names = None
+        with _exclusive(self.path, self.root):
+            try:
+                counts = self._refresh(pm, paths, settings, progress)
+            except sqlite3.DatabaseError as err:
+                if not schema.is_corruption(err):
+                    raise IndexUnavailable(f"cannot write the index {self.path}: {err}") from err
+                self._conn.close()
+                self._conn, self.recovered = _recover(self.path, err)
+                counts = self._refresh(pm, paths, settings, progress)
+        nodes, edges = self._conn.execute(
+            "SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM edges)"
+        ).fetchone()
+        parsed, unchanged, removed = counts
+        return RefreshStats(
+            files=len(paths),
+            parsed=parsed,
+            unchanged=unchanged,
+            removed=removed,
+            nodes=nodes,
+            edges=edges,
+            failures=tuple(self.failures()),
+            seconds=time.perf_counter() - started,
+        )
+
+    def _refresh(
+        self,
+        pm: pluggy.PluginManager,
+        paths: list[str],
+        settings: Settings,
+        progress: Callable[[int, int], None] | None,
+    ) -> tuple[int, int, int]:
+        conn = self._conn
+        stored = {
+            row[0]: _Stored(*row[1:])
+            for row in conn.execute("SELECT path, id, key, size, mtime_ns FROM files")
+        }
+        # What a file's row says depends on the parsers too: when they change
+        # (a parser disabled for an ablation, then enabled again), no stored
+        # row can be trusted.
+        fingerprint = _fingerprint(pm)
+        row = conn.execute("SELECT value FROM meta WHERE key = 'parsers'").fetchone()
+        trusted = row is not None and row[0] == fingerprint
+        writer = _Writer(conn)
+        parsed = unchanged = 0
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for done, rel in enumerate(paths, 1):
+                previous = stored.get(rel)
+                if self._update_file(writer, rel, previous, trusted, pm, settings):
+                    parsed += 1
+                else:
+                    unchanged += 1
+                if done % BATCH_FILES == 0:
+                    writer.flush()
+                if progress is not None:
+                    progress(done, len(paths))
+            listed = set(paths)
+            gone = [s.id for p, s in stored.items() if p not in listed]
+            writer.delete_files(gone)
+            writer.flush()
+            conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('parsers', ?)", (fingerprint,)
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return parsed, unchanged, len(gone)
+
+    def _update_file(
+        self,
+        writer: _Writer,
+        rel: str,
+        previous: _Stored | None,
+        trusted: bool,
+        pm: pluggy.PluginManager,
+        settings: Settings,
+    ) -> bool:
+        """Record the file if it changed; True when it was (re)read and recorded."""
+        try:
+            st = os.stat(self.root / rel)
+        except OSError as err:
+            writer.record(rel, previous, 0, 0, _Outcome("", "unreadable", _reason(err)))
+            return True
+        known = previous if trusted else None
+        too_large = st.st_size > settings.max_file_bytes
+        # A row without a key was never read (too large, unreadable); with a
+        # new size limit, the same stat can deserve a different row.
+        if (
+            known
+            and (known.size, known.mtime_ns) == (st.st_size, st.st_mtime_ns)
+            and (known.key == "") == too_large
+        ):
+            return False
+        if too_large:
+            message = f"{st.st_size} bytes, over the {settings.max_file_bytes} limit"
+            outcome = _Outcome("", "too_large", message)
+        else:
+            try:
+                data = (self.root / rel).read_bytes()
+            except OSError as err:
+                outcome = _Outcome("", "unreadable", _reason(err))
+            else:
+                key = hashlib.sha256(data + rel.encode("utf-8")).hexdigest()
+                if known and key == known.key:
+                    writer.touch(known.id, st.st_size, st.st_mtime_ns)
+                    return False
+                outcome = _parse(rel, data, key, pm)
+        writer.record(rel, previous, st.st_size, st.st_mtime_ns, outcome)
+        return True
+
+    def names(self) -> frozenset[str]:
+        """Every simple name a function, method or class is defined under."""
+        if self._names is None:
+            rows = self._conn.execute("SELECT DISTINCT name FROM nodes WHERE kind != 'module'")
+            self._names = frozenset(row[0] for row in rows)
+        return self._names
+
+    def lookup(self, name: str) -> list[Node]:
+        """Nodes named ``name``, or whose qualname is or ends with a dotted ``name``."""
+        last = name.rsplit(".", 1)[-1]
+        if "." not in name:
+            return self._nodes("n.name = ?", (name,))
+        return self._nodes(
+            "n.name = ? AND (n.qualname = ? OR substr(n.qualname, -?) = ?)",
+            (last, name, len(name) + 1, "." + name),
+        )
+
+    def file_nodes(self, path: str) -> list[Node]:
+        """Every node of the file, module first, then by start line, outer before inner."""
+        return self._nodes("f.path = ?", (path,))
+
+    def innermost(self, path: str, line: int) -> Node | None:
+        """The smallest definition containing ``line``, else the module, else None."""
+        found = self._nodes(
+            "f.path = ? AND n.start_line <= ? AND ? <= n.end_line",
+            (path, line, line),
+            order="n.end_line - n.start_line, n.kind = 'module', n.start_line DESC",
+        )
+        return found[0] if found else None
+
+    def children(self, node: Node) -> list[Node]:
+        """The definitions directly inside ``node``, in file order."""
+        node_id = self._node_id(node)
+        if node_id is None:
+            return []
+        return self._nodes(
+            "n.file_id = (SELECT file_id FROM nodes WHERE id = ?) AND EXISTS ("
+            "SELECT 1 FROM edges e WHERE e.src_node_id = ? AND e.kind = 'contain' "
+            "AND e.target = n.qualname AND e.line = n.start_line)",
+            (node_id, node_id),
+        )
+
+    def edges_from(self, node: Node) -> list[Edge]:
+        """The references out of ``node``, by line."""
+        node_id = self._node_id(node)
+        if node_id is None:
+            return []
+        rows = self._conn.execute(
+            "SELECT kind, target, line FROM edges WHERE src_node_id = ? "
+            "ORDER BY line, kind, target",
+            (node_id,),
+        )
+        return [Edge(node.qualname, kind, target, line) for kind, target, line in rows]
+
+    def references_to(self, name: str) -> list[Edge]:
+        """Invoke and import edges whose target is ``name`` or ends with ``.name``."""
+        rows = self._conn.execute(
+            "SELECT n.qualname, e.kind, e.target, e.line FROM edges e "
+            "JOIN nodes n ON n.id = e.src_node_id JOIN files f ON f.id = n.file_id "
+            "WHERE e.target_name = ? AND e.kind IN ('invoke', 'import') "
+            "AND (e.target = ? OR substr(e.target, -?) = ?) "
+            "ORDER BY f.path, e.line, e.kind, e.target",
+            (name.rsplit(".", 1)[-1], name, len(name) + 1, "." + name),
+        )
+        return [Edge(*row) for row in rows]
+
+    def search_descriptions(self, text: str, limit: int) -> list[tuple[Node, float]]:
+        """Definitions whose signature and docstring best match ``text``, best first.
+
+        The score is FTS5's BM25 negated, so higher is better.
+        """
+        terms = list(dict.fromkeys(tokenize(text)))[:MAX_QUERY_TOKENS]
+        if not terms or limit <= 0:
+            return []
+        match = " OR ".join(f'"{term}"' for term in terms)
+        rows = self._conn.execute(
+            f"SELECT {_NODE_COLUMNS}, bm25(api_fts) AS score FROM api_fts "
+            "JOIN nodes n ON n.id = api_fts.rowid JOIN files f ON f.id = n.file_id "
+            "WHERE api_fts MATCH ? ORDER BY score, api_fts.rowid LIMIT ?",
+            (match, limit),
+        )
+        return [(_node(row[:-1]), -row[-1]) for row in rows]
+
+    def multiline_statements(self, path: str) -> tuple[tuple[int, int], ...]:
+        """Spans of the file's statements that cover several lines (headers only
+        for compound statements); empty for a file that is not indexed or not parsed."""
+        row = self._conn.execute("SELECT statements FROM files WHERE path = ?", (path,)).fetchone()
+        if row is None:
+            return ()
+        return tuple((start, end) for start, end in json.loads(row[0]))
+
+    def failures(self) -> list[tuple[str, str, str]]:
+        """(path, status, message) of every indexed file that did not parse, by path."""
+        rows = self._conn.execute(
+            "SELECT path, status, message FROM files WHERE status != 'ok' ORDER BY path"
+        )
+        return [(path, status, message) for path, status, message in rows]
+
+    def _nodes(
+        self,
+        where: str,
+        params: Sequence[Any],
+        order: str = "f.path, n.start_line, n.end_line DESC, n.kind != 'module', n.id",
+    ) -> list[Node]:
+        rows = self._conn.execute(
+            f"SELECT {_NODE_COLUMNS} FROM nodes n JOIN files f ON f.id = n.file_id "
+            f"WHERE {where} ORDER BY {order}",
+            params,
+        )
+        return [_node(row) for row in rows]
+
+    def _node_id(self, node: Node) -> int | None:
+        # A qualname can repeat in a file (a property's getter and setter); with
+        # the start line it cannot, and the module has a qualname of its own.
+        row = self._conn.execute(
+            "SELECT n.id FROM nodes n JOIN files f ON f.id = n.file_id "
+            "WHERE f.path = ? AND n.qualname = ? AND n.start_line = ?",
+            (node.span.path, node.qualname, node.span.start_line),
+        ).fetchone()
+        return int(row[0]) if row else None
+
+
+class _Writer:
+    """Buffers one refresh's rows and writes them with ``executemany``.
+
+    Ids are assigned here rather than by SQLite so nodes, edges and FTS rows
+    can be written in bulk without reading ids back.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self.next_file, self.next_node = conn.execute(
+            "SELECT (SELECT coalesce(max(id), 0) + 1 FROM files), "
+            "(SELECT coalesce(max(id), 0) + 1 FROM nodes)"
+        ).fetchone()
+        self.cleared: list[tuple[int]] = []
+        self.deleted: list[tuple[int]] = []
+        self.touched: list[tuple[int, int, int]] = []
+        self.files: list[tuple[Any, ...]] = []
+        self.nodes: list[tuple[Any, ...]] = []
+        self.edges: list[tuple[int, str, str, str, int]] = []
+        self.fts: list[tuple[int, str]] = []
+
+    def touch(self, file_id: int, size: int, mtime_ns: int) -> None:
+        self.touched.append((size, mtime_ns, file_id))
+
+    def record(
+        self, path: str, previous: _Stored | None, size: int, mtime_ns: int, outcome: _Outcome
+    ) -> None:
+        if previous is None:
+            file_id = self.next_file
+            self.next_file += 1
+        else:
+            file_id = previous.id
+            self.cleared.append((file_id,))
+        parsed = outcome.parsed
+        statements = json.dumps(parsed.multiline_statements if parsed else [])
+        language = parsed.language if parsed else ""
+        self.files.append(
+            (file_id, path, outcome.key, size, mtime_ns, language, outcome.status,
+             outcome.message, statements)
+        )
+        if parsed is not None:
+            self._add_nodes(file_id, parsed)
+
+    def _add_nodes(self, file_id: int, parsed: ParsedFile) -> None:
+        by_qualname: dict[str, list[tuple[int, int, int]]] = {}
+        for node in parsed.nodes:
+            node_id = self.next_node
+            self.next_node += 1
+            start, end = node.span.start_line, node.span.end_line
+            by_qualname.setdefault(node.qualname, []).append((end - start, start, node_id))
+            self.nodes.append(
+                (node_id, file_id, node.qualname, node.name, node.kind, start, end,
+                 node.header_end, node.signature, node.docstring)
+            )
+            if node.kind != "module":
+                description = f"{node.signature} {node.docstring}"
+                self.fts.append((node_id, " ".join(tokenize(description))))
+        for edge in parsed.edges:
+            same_name = by_qualname.get(edge.source)
+            if not same_name:
+                continue
+            # Definitions sharing a qualname are told apart by which one holds the line.
+            holding = [c for c in same_name if c[1] <= edge.line <= c[1] + c[0]]
+            src = min(holding or same_name)[2]
+            self.edges.append(
+                (src, edge.kind, edge.target, edge.target.rsplit(".", 1)[-1], edge.line)
+            )
+
+    def delete_files(self, file_ids: list[int]) -> None:
+        for file_id in file_ids:
+            self.cleared.append((file_id,))
+            self.deleted.append((file_id,))
+
+    def flush(self) -> None:
+        conn = self.conn
+        nodes_of = "SELECT id FROM nodes WHERE file_id = ?"
+        conn.executemany(f"DELETE FROM edges WHERE src_node_id IN ({nodes_of})", self.cleared)
+        conn.executemany(f"DELETE FROM api_fts WHERE rowid IN ({nodes_of})", self.cleared)
+        conn.executemany("DELETE FROM nodes WHERE file_id = ?", self.cleared)
+        conn.executemany("DELETE FROM files WHERE id = ?", self.deleted)
+        conn.executemany("UPDATE files SET size = ?, mtime_ns = ? WHERE id = ?", self.touched)
+        conn.executemany(
+            "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", self.files
+        )
+        conn.executemany("INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self.nodes)
+        conn.executemany("INSERT INTO edges VALUES (?, ?, ?, ?, ?)", self.edges)
+        conn.executemany("INSERT INTO api_fts(rowid, tokens) VALUES (?, ?)", self.fts)
+        for rows in (self.cleared, self.deleted, self.touched, self.files, self.nodes,
+                     self.edges, self.fts):
+            rows.clear()
+
+
+def _parse(rel: str, data: bytes, key: str, pm: pluggy.PluginManager) -> _Outcome:
+    if b"\0" in data:
+        return _Outcome(key, "binary", "contains a NUL byte")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        return _Outcome(key, "not_utf8", f"invalid UTF-8 at byte {err.start}")
+    try:
+        parsed: ParsedFile | None = pm.hook.parse_file(path=rel, text=text)
+    except SyntaxError as err:
+        return _Outcome(key, "syntax_error", f"line {err.lineno}: {err.msg}")
+    if parsed is None:
+        return _Outcome(key, "no_parser", "no enabled plugin parses this file")
+    return _Outcome(key, "ok", parsed=parsed)
+
+
+def _fingerprint(pm: pluggy.PluginManager) -> str:
+    """The parsers a row depends on, by module or class, and version."""
+    versions = {id(plugin): dist.version for plugin, dist in pm.list_plugin_distinfo()}
+    parsers = []
+    for impl in pm.hook.parse_file.get_hookimpls():
+        plugin = impl.plugin
+        name = getattr(plugin, "__name__", None) or (
+            f"{type(plugin).__module__}.{type(plugin).__qualname__}"
+        )
+        parsers.append(f"{name}=={versions.get(id(plugin), '')}")
+    return json.dumps(sorted(parsers))
+
+
+def _is_utf8(path: str) -> bool:
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _reason(err: OSError) -> str:
+    return err.strerror or str(err)
+
+
+def _node(row: Sequence[Any]) -> Node:
+    path, qualname, name, kind, start, end, header_end, signature, docstring = row
+    return Node(qualname, name, kind, Span(path, start, end), header_end, signature, docstring)
+
+
+def _connect_or_recover(path: Path) -> tuple[sqlite3.Connection, str | None]:
+    try:
+        return schema.connect(path), None
+    except sqlite3.DatabaseError as err:
+        if not schema.is_corruption(err):
+            raise IndexUnavailable(f"cannot open the index {path}: {err}") from err
+        return _recover(path, err)
+
+
+def _recover(path: Path, err: sqlite3.DatabaseError) -> tuple[sqlite3.Connection, str]:
+    aside = schema.move_aside(path)
+    note = f"the index was unreadable ({err}); moved it to {aside.name} and rebuilt it"
+    return schema.connect(path), note
+
+
+@contextmanager
+def _exclusive(path: Path, root: Path) -> Iterator[None]:
+    """Hold the index's writer lock, waiting up to ``LOCK_TIMEOUT_S``."""
+    lock_path = path.with_name(path.name + ".lock")
+    with open(lock_path, "a+b") as handle:
+        deadline = time.monotonic() + LOCK_TIMEOUT_S
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise IndexUnavailable(
+                        f"another ctx04 process is indexing {root}; try again when it finishes"
+                    ) from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

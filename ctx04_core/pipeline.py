@@ -1,0 +1,171 @@
+"""Runs the stages in order: index refresh, query, recall, merge, rerank, prune, assemble."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pluggy
+
+from ctx04_core.index import CodeIndex, RefreshStats
+from ctx04_core.plugins import PluginError, enabled_plugins, plugin_manager
+from ctx04_core.repository import Repo, git_base, resolve_root
+from ctx04_core.settings import Settings
+from ctx04_core.stages.merge import merge
+from ctx04_core.stages.query import build_query
+from ctx04_core.types import (
+    Candidate,
+    ContextSlice,
+    Diagnostic,
+    Excerpt,
+    Query,
+    RankedCandidate,
+)
+
+
+class TaskError(ValueError):
+    """The task is empty or cannot be read."""
+
+
+@dataclass(frozen=True)
+class Retrieval:
+    """One retrieval's full result; :func:`ctx04_core.output.to_json` renders it."""
+
+    root: Path
+    base: str | None
+    query: Query
+    settings: Settings
+    candidates: tuple[RankedCandidate, ...]
+    context: ContextSlice
+    diagnostics: tuple[Diagnostic, ...]
+    index: RefreshStats
+    recalled: dict[str, int]  # candidates each recall source proposed, before merge
+    plugins: tuple[str, ...]  # the enabled plugins, by entry-point name
+    seconds: float
+
+
+def open_repo(
+    root: Path,
+    pm: pluggy.PluginManager,
+    settings: Settings,
+    index_dir: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[Repo, RefreshStats]:
+    """Open the repository's code index and bring it up to date."""
+    globs = tuple(sorted({g for found in pm.hook.source_globs() for g in found}))
+    index = CodeIndex.open(root, index_dir)
+    stats = index.refresh(pm, globs, settings, progress)
+    return Repo(root, index, globs, settings.max_file_bytes), stats
+
+
+def retrieve(
+    task: str,
+    repo: str | Path,
+    *,
+    latest_error: str | None = None,
+    test: str | None = None,
+    settings: Settings | None = None,
+    disable: Iterable[str] = (),
+    only: Iterable[str] | None = None,
+    index_dir: Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Retrieval:
+    """Retrieve the context slice for ``task`` from the repository at ``repo``.
+
+    ``disable`` and ``only`` choose plugins by entry-point name (``only``
+    loads just those); ``CTX04_DISABLE`` adds to ``disable``.
+    """
+    started = time.perf_counter()
+    settings = settings or Settings()
+    if not task.strip():
+        raise TaskError("the task is empty: give the issue text, a --task-file or an --error-file")
+    root = resolve_root(repo)
+    pm = plugin_manager(disable=disable, only=only)
+    if not pm.hook.assemble.get_hookimpls():
+        raise PluginError("no enabled plugin implements 'assemble'; the slice cannot be built")
+    workspace, stats = open_repo(root, pm, settings, index_dir, progress)
+    try:
+        query = build_query(
+            task,
+            latest_error=latest_error,
+            repro_target=test,
+            names=workspace.index.names(),
+            settings=settings,
+        )
+        stages = run_stages(pm, query, workspace, settings)
+    finally:
+        workspace.index.close()
+    return Retrieval(
+        root=root,
+        base=git_base(root),
+        query=query,
+        settings=settings,
+        candidates=stages.ranked,
+        context=stages.context,
+        diagnostics=stages.diagnostics,
+        index=stats,
+        recalled=stages.recalled,
+        plugins=enabled_plugins(pm),
+        seconds=time.perf_counter() - started,
+    )
+
+
+@dataclass(frozen=True)
+class StageResult:
+    context: ContextSlice
+    ranked: tuple[RankedCandidate, ...]
+    diagnostics: tuple[Diagnostic, ...]
+    recalled: dict[str, int]
+
+
+def run_stages(
+    pm: pluggy.PluginManager, query: Query, repo: Repo, settings: Settings
+) -> StageResult:
+    """Recall, merge, rerank, prune and assemble over an opened repository."""
+    hook: Any = pm.hook
+    recalled: list[Candidate] = []
+    counts: dict[str, int] = {}
+    diagnostics: list[Diagnostic] = []
+    for result in hook.recall(query=query, repo=repo, settings=settings):
+        if result is not None:
+            recalled.extend(result.candidates)
+            diagnostics.extend(result.diagnostics)
+            counts[result.source] = counts.get(result.source, 0) + len(result.candidates)
+    merged = merge(recalled, repo)
+    ranked: list[RankedCandidate] | None = hook.rerank(
+        query=query, candidates=merged, repo=repo, settings=settings
+    )
+    if ranked is None:
+        ranked = [RankedCandidate(c, i, 0.0) for i, c in enumerate(merged[: settings.top_k], 1)]
+    excerpts: list[Excerpt] | None = hook.prune(
+        query=query, ranked=tuple(ranked), repo=repo, settings=settings
+    )
+    if excerpts is None:
+        excerpts = [whole_excerpt(r, repo) for r in ranked]
+        excerpts = [e for e in excerpts if e.lines]
+    context: ContextSlice = hook.assemble(
+        query=query, excerpts=tuple(excerpts), repo=repo, settings=settings
+    )
+    if context.tokens > settings.budget_tokens:
+        raise AssertionError(
+            f"assemble plugin broke the token cap: {context.tokens} > {settings.budget_tokens}"
+        )
+    diagnostics.extend(repo.diagnostics)
+    diagnostics.extend(context.diagnostics)
+    return StageResult(context, tuple(ranked), tuple(diagnostics), dict(sorted(counts.items())))
+
+
+def whole_excerpt(ranked: RankedCandidate, repo: Repo) -> Excerpt:
+    """The candidate's full span, as shown when no prune plugin is enabled."""
+    span = ranked.candidate.span
+    source = repo.source(span.path)
+    if source is None:
+        return Excerpt(ranked, ())
+    lines = tuple(
+        (n, source.lines[n - 1]) for n in range(span.start_line, span.end_line + 1)
+        if n <= len(source.lines)
+    )
+    return Excerpt(ranked, lines)

@@ -1,0 +1,107 @@
+"""Finding and choosing plugins: one plugin manager, entry points, a disable list."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+
+import pluggy
+
+from ctx04_core import hookspecs
+
+ENTRY_POINT_GROUP = "ctx04"
+DISABLE_ENV = "CTX04_DISABLE"
+
+
+class PluginError(ValueError):
+    """A plugin name that no installed distribution provides, or a missing stage."""
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    name: str
+    hooks: tuple[str, ...]
+    distribution: str
+    version: str
+    enabled: bool
+
+
+def installed_entry_points() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def disabled_from_env() -> set[str]:
+    return {name.strip() for name in os.environ.get(DISABLE_ENV, "").split(",") if name.strip()}
+
+
+def plugin_manager(
+    disable: Iterable[str] = (), only: Iterable[str] | None = None
+) -> pluggy.PluginManager:
+    """Load the ``ctx04`` entry points, minus the disabled ones.
+
+    ``disable`` adds to the names in ``CTX04_DISABLE``; ``only``, when given,
+    loads just those entry points (an agent harness choosing its stages).
+    """
+    installed = installed_entry_points()
+    blocked = set(disable) | disabled_from_env()
+    if only is not None:
+        chosen = set(only)
+        _check_known(chosen, installed)
+        blocked |= set(installed) - chosen
+    _check_known(blocked, installed)
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    for name in sorted(blocked):
+        pm.set_blocked(name)
+    pm.load_setuptools_entrypoints(ENTRY_POINT_GROUP)
+    return pm
+
+
+def enabled_plugins(pm: pluggy.PluginManager) -> tuple[str, ...]:
+    """Names of the loaded (not blocked) entry-point plugins, sorted."""
+    installed = installed_entry_points()
+    return tuple(
+        sorted(name for name, plugin in pm.list_name_plugin() if plugin and name in installed)
+    )
+
+
+def _check_known(names: set[str], installed: dict[str, EntryPoint]) -> None:
+    unknown = sorted(names - set(installed))
+    if unknown:
+        raise PluginError(
+            f"no installed plugin named {', '.join(map(repr, unknown))}; "
+            f"installed: {', '.join(sorted(installed))}"
+        )
+
+
+def describe_plugins(pm: pluggy.PluginManager) -> list[PluginInfo]:
+    """Every installed plugin, loaded or blocked, sorted by name."""
+    infos = []
+    dist_of = {
+        ep.name: (ep.dist.name, ep.dist.version) if ep.dist else ("?", "?")
+        for ep in installed_entry_points().values()
+    }
+    for name, (dist, version) in sorted(dist_of.items()):
+        plugin = pm.get_plugin(name)
+        hooks: tuple[str, ...] = ()
+        if plugin is not None:
+            hooks = tuple(sorted(h.name for h in pm.get_hookcallers(plugin) or ()))
+        else:
+            hooks = _declared_hooks(name)
+        infos.append(PluginInfo(name, hooks, dist, version, enabled=plugin is not None))
+    return infos
+
+
+def _declared_hooks(name: str) -> tuple[str, ...]:
+    """The hooks a blocked plugin would implement, found by importing it."""
+    module = installed_entry_points()[name].load()
+    declared = {n for n in dir(hookspecs) if hasattr(getattr(hookspecs, n), "ctx04_spec")}
+    return tuple(
+        sorted(
+            n
+            for n in declared
+            if hasattr(getattr(module, n, None), f"{hookspecs.PROJECT}_impl")
+        )
+    )

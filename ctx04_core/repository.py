@@ -1,0 +1,119 @@
+"""The repository a retrieval looks at: its root, its code index, and its files.
+
+Each file is read once per retrieval, completely, and only if it resolves to
+a regular file inside the root; every stage sees the same observed bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ctx04_core.types import Diagnostic
+
+if TYPE_CHECKING:
+    from ctx04_core.index import CodeIndex
+
+GIT_TIMEOUT_S = 2.0
+
+
+class RepoError(ValueError):
+    """The repository argument cannot be used (missing, not a folder)."""
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    path: str
+    digest: str  # sha256 of the complete bytes read
+    lines: tuple[str, ...]  # without line endings; lines[0] is line 1
+
+
+def resolve_root(path: str | Path) -> Path:
+    root = Path(path).expanduser()
+    if not root.exists():
+        raise RepoError(f"repository not found: {path}")
+    if not root.is_dir():
+        raise RepoError(f"repository is not a folder: {path}")
+    return root.resolve()
+
+
+def git_base(root: Path) -> str | None:
+    """The HEAD commit, or None outside git or when git does not answer in time."""
+    try:
+        done = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--verify", "--quiet", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    commit = done.stdout.strip()
+    return commit if done.returncode == 0 and len(commit) == 40 else None
+
+
+def split_lines(text: str) -> tuple[str, ...]:
+    """Lines as ripgrep and Python number them: split on ``\\n`` only."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return tuple(line.removesuffix("\r") for line in lines)
+
+
+class Repo:
+    """What stages may read: the root, the index, and files via :meth:`source`."""
+
+    def __init__(
+        self, root: Path, index: CodeIndex, globs: tuple[str, ...], max_file_bytes: int
+    ) -> None:
+        self.root = root
+        self.index = index
+        self.globs = globs
+        self.max_file_bytes = max_file_bytes
+        self._sources: dict[str, SourceFile | None] = {}
+        self._diagnostics: dict[str, Diagnostic] = {}
+
+    @property
+    def diagnostics(self) -> tuple[Diagnostic, ...]:
+        """Files refused so far, each once, in the order they were asked for."""
+        return tuple(self._diagnostics.values())
+
+    def source(self, path: str) -> SourceFile | None:
+        """The file's lines, or None (with a diagnostic) when it may not be read."""
+        if path not in self._sources:
+            found = self._read(path)
+            if isinstance(found, str):
+                self._diagnostics[path] = Diagnostic("excluded", found, path)
+            self._sources[path] = found if isinstance(found, SourceFile) else None
+        return self._sources[path]
+
+    def _read(self, path: str) -> SourceFile | str:
+        """The file, or the reason it is refused."""
+        target = (self.root / path).resolve()
+        if not target.is_relative_to(self.root):
+            return "outside the repository"
+        try:
+            st = os.stat(target)
+        except OSError as err:
+            return f"unreadable: {err.strerror}"
+        if not stat.S_ISREG(st.st_mode):
+            return "not a regular file"
+        if st.st_size > self.max_file_bytes:
+            return f"larger than {self.max_file_bytes} bytes"
+        try:
+            data = target.read_bytes()
+        except OSError as err:
+            return f"unreadable: {err.strerror}"
+        if b"\0" in data:
+            return "binary (contains a NUL byte)"
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return "not valid UTF-8"
+        return SourceFile(path, hashlib.sha256(data).hexdigest(), split_lines(text))

@@ -1,0 +1,142 @@
+"""Query construction (spec §3.1): regex and name-index extraction, no model.
+
+Choices the spec leaves open, fixed here so the same task always gives the
+same query:
+
+* A dotted match whose last component is a file extension (``models.py``)
+  names a file, not an attribute, and is not an identifier.
+* An unresolved term becomes a search term only when it is shaped like code:
+  dotted (but not ``e.g``), containing ``_``, or CamelCase with an inner capital
+  and a lowercase letter (``QuerySet``, ``HTTPServer``; not ``The`` or ``SQL``).
+  Otherwise every capitalised or plain English word would be searched for.
+* Resolved identifiers are ordered most specific first (dotted, CamelCase,
+  snake_case with ``_``, plain words), each group in first-seen order, so the
+  cap drops the vaguest.
+* Error strings are taken from ``latest_error`` then ``task_text``; within each,
+  quoted strings first, then the whole lines that name an error.
+* A sentence ends at a ``.`` followed by whitespace or the end of the text, or
+  at a newline; the ``.`` in ``QuerySet.only()`` does not end one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+from ctx04_core.settings import Settings
+from ctx04_core.types import Query
+
+_EXTENSIONS = "py|js|ts|go|rs|java|c|h|toml|json|yaml|yml"
+DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+CAMEL = re.compile(r"\b[A-Z][a-zA-Z0-9_]+\b")
+SNAKE = re.compile(r"\b[a-z_][a-z0-9_]*\b")
+# The trailing \b keeps ``foo.pyc`` from yielding ``foo.py``.
+FILE_PATH = re.compile(rf"[\w\-/]+\.(?:{_EXTENSIONS})\b")
+_FILE_EXTENSION = re.compile(rf"(?:{_EXTENSIONS})")
+TEST_NAME = re.compile(r"\S+\.py::\S+|\S+::\S+::\S+")
+# A quote that opens or closes a word (``don't``) is an apostrophe, not a quote.
+QUOTED = re.compile(r"""(?<!\w)'([^'\n]+)'(?!\w)|(?<!\w)"([^"\n]+)"(?!\w)""")
+ERROR_LINE = re.compile(r"Error:|Exception:|Traceback|assert")
+_INNER_CAMEL = re.compile(r".+[A-Z]")
+_SENTENCE_END = re.compile(r"\.(?=\s|$)|\n")
+_LEADING_VERB = re.compile(
+    r"^(?:fix|implement|add|change|when|given|please|we\s+need\s+to)(?=[\s,:;]|$)[\s,:;]*",
+    re.IGNORECASE,
+)
+# Punctuation around a test id in prose: ``(see tests/a.py::test_b).``
+_TEST_NAME_OPENERS = "`'\"(<"
+_TEST_NAME_CLOSERS = "`'\".,;:)>"
+
+_DOTTED, _CAMEL, _SNAKE, _WORD = range(4)
+
+
+def build_query(
+    task_text: str,
+    *,
+    latest_error: str | None = None,
+    repro_target: str | None = None,
+    names: frozenset[str],
+    settings: Settings,
+) -> Query:
+    texts = [task_text] if latest_error is None else [task_text, latest_error]
+    identifiers, unresolved = _identifiers(texts, names)
+    cap, chars = settings.max_identifiers, settings.max_term_chars
+    errors_first = texts[::-1]
+    tests = ([repro_target] if repro_target else []) + [
+        _strip_test_name(m.group()) for m in TEST_NAME.finditer(task_text)
+    ]
+    return Query(
+        task_text=task_text,
+        identifiers=_cap(identifiers, cap, chars),
+        unresolved=_cap(unresolved, cap, chars),
+        error_strings=_cap(_error_strings(errors_first), settings.max_error_strings, chars),
+        test_names=_cap(tests, settings.max_test_names, chars),
+        file_paths=_cap(
+            (m.group() for m in FILE_PATH.finditer(task_text)), settings.max_file_paths, chars
+        ),
+        goal_hint=goal_hint(task_text, settings.max_goal_hint_chars),
+    )
+
+
+def goal_hint(task_text: str, max_chars: int) -> str:
+    """The first sentence with leading request verbs stripped, at most ``max_chars``."""
+    text = task_text.lstrip()
+    end = _SENTENCE_END.search(text)
+    sentence = text[: end.start()] if end else text
+    while True:
+        stripped = _LEADING_VERB.sub("", sentence, count=1).lstrip()
+        if stripped == sentence:
+            break
+        sentence = stripped
+    return sentence.strip()[:max_chars].rstrip()
+
+
+def _identifiers(texts: list[str], names: frozenset[str]) -> tuple[list[str], list[str]]:
+    found: list[tuple[int, str]] = []
+    for text in texts:
+        for match in DOTTED.finditer(text):
+            term = match.group()
+            if not _FILE_EXTENSION.fullmatch(term.rsplit(".", 1)[1]):
+                found.append((_DOTTED, term))
+        found.extend((_CAMEL, m.group()) for m in CAMEL.finditer(text))
+        found.extend(
+            (_SNAKE if "_" in m.group() else _WORD, m.group()) for m in SNAKE.finditer(text)
+        )
+    # sorted() is stable: within a group the first-seen order survives.
+    found.sort(key=lambda item: item[0])
+    resolved, unresolved = [], []
+    for group, term in found:
+        if term.rsplit(".", 1)[-1] in names:
+            resolved.append(term)
+        elif _code_shaped(group, term):
+            unresolved.append(term)
+    return resolved, unresolved
+
+
+def _code_shaped(group: int, term: str) -> bool:
+    if group == _DOTTED:
+        # ``e.g`` and ``i.e`` are abbreviations, not attribute access.
+        return any(len(part) > 1 for part in term.split("."))
+    if "_" in term:
+        return any(c.isalnum() for c in term)
+    return group == _CAMEL and bool(_INNER_CAMEL.match(term)) and term != term.upper()
+
+
+def _error_strings(texts: Iterable[str]) -> Iterator[str]:
+    for text in texts:
+        for match in QUOTED.finditer(text):
+            quoted = match.group(1) if match.group(1) is not None else match.group(2)
+            if quoted.strip():
+                yield quoted
+        for line in text.splitlines():
+            if ERROR_LINE.search(line):
+                yield line.strip()
+
+
+def _strip_test_name(token: str) -> str:
+    return token.lstrip(_TEST_NAME_OPENERS).rstrip(_TEST_NAME_CLOSERS)
+
+
+def _cap(terms: Iterable[str], limit: int, max_chars: int) -> tuple[str, ...]:
+    unique = dict.fromkeys(term[:max_chars] for term in terms if term)
+    return tuple(unique)[:limit]

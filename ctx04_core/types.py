@@ -1,0 +1,152 @@
+"""The data passed between pipeline stages.
+
+Every stage takes and returns these frozen dataclasses; plugins import them
+from here and never from each other. Line numbers are 1-based and spans are
+inclusive at both ends, as editors and tracebacks show them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Span:
+    """A run of whole lines in one repository file."""
+
+    path: str  # repo-relative, forward slashes
+    start_line: int
+    end_line: int
+
+    def contains(self, other: Span) -> bool:
+        return (
+            self.path == other.path
+            and self.start_line <= other.start_line
+            and other.end_line <= self.end_line
+        )
+
+
+@dataclass(frozen=True)
+class Query:
+    """What the task asks for, extracted deterministically (spec §3.1)."""
+
+    task_text: str
+    identifiers: tuple[str, ...]  # resolve to a definition in the code index
+    unresolved: tuple[str, ...]  # identifier-shaped, but defined nowhere in the repo
+    error_strings: tuple[str, ...]
+    test_names: tuple[str, ...]
+    file_paths: tuple[str, ...]
+    goal_hint: str
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """Something the caller should know about coverage: a cut, a skip, a failure.
+
+    ``kind`` is one of ``unavailable`` (a search or read failed or was
+    truncated), ``excluded`` (a source refused as input) or ``omitted`` (cut
+    by a budget).
+    """
+
+    kind: str
+    reason: str
+    path: str | None = None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A code region some stage believes is relevant, with its provenance.
+
+    After merge, a candidate is one structural unit: a function, method or
+    class of the code index, the module-level lines of a file (``kind ==
+    "module"``), or for a file the index could not parse, a run of lines
+    (``kind == "lines"``, ``qualname`` None).
+    """
+
+    span: Span
+    kind: str  # function | method | class | module | lines
+    qualname: str | None
+    sources: tuple[str, ...]  # recall plugins that proposed it, in first-seen order
+    terms: tuple[str, ...] = ()  # query terms that led to it
+    hit_lines: tuple[int, ...] = ()  # lines a recall source pointed at, sorted
+    recall_score: float = 0.0  # the source's own score (api-desc bm25), 0 if none
+
+
+@dataclass(frozen=True)
+class Recall:
+    """What one recall plugin returns for one query."""
+
+    source: str
+    candidates: tuple[Candidate, ...]
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+
+@dataclass(frozen=True)
+class RankedCandidate:
+    candidate: Candidate
+    rank: int  # 1-based
+    score: float
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """A ranked candidate cut down to the lines the model should see."""
+
+    ranked: RankedCandidate
+    lines: tuple[tuple[int, str], ...]  # (line number, text) in file order
+
+
+@dataclass(frozen=True)
+class SliceEntry:
+    excerpt: Excerpt
+    text: str  # exactly what the slice shows for this excerpt
+    tokens: int  # token count of ``text`` alone
+    included: bool
+
+
+@dataclass(frozen=True)
+class ContextSlice:
+    """The assembled context: what the model sees, and what was left out."""
+
+    text: str
+    tokens: int  # token count of exactly ``text``
+    budget_tokens: int
+    entries: tuple[SliceEntry, ...]  # every excerpt offered, in rank order
+    diagnostics: tuple[Diagnostic, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class Node:
+    """A definition in the code index."""
+
+    qualname: str
+    name: str
+    kind: str  # function | method | class | module
+    span: Span
+    header_end: int  # last line of the signature (a ``def`` may span lines)
+    signature: str  # the header on one line, whitespace folded
+    docstring: str  # first paragraph, at most 200 characters
+
+
+@dataclass(frozen=True)
+class Edge:
+    """A reference out of a definition, by name; resolved at query time."""
+
+    source: str  # qualname of the definition the reference sits in
+    kind: str  # invoke | import | contain
+    target: str  # a name, a dotted module path, or a contained qualname
+    line: int
+
+
+@dataclass(frozen=True)
+class ParsedFile:
+    """What a language parser extracts from one source file."""
+
+    language: str
+    nodes: tuple[Node, ...]
+    edges: tuple[Edge, ...]
+    # Spans of statements that cover more than one line (for compound
+    # statements, just the header), so stages can widen a kept line to the
+    # whole statement without re-parsing.
+    multiline_statements: tuple[tuple[int, int], ...]

@@ -1,0 +1,583 @@
+"""The code index: real git repositories, real ripgrep, real SQLite."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pluggy
+import pytest
+from conftest import make_git_repo
+
+from ctx04_core.hookspecs import hookimpl
+from ctx04_core.index import CodeIndex, IndexUnavailable, RefreshStats
+from ctx04_core.index import store as store_module
+from ctx04_core.plugins import plugin_manager
+from ctx04_core.settings import Settings
+from ctx04_core.types import Edge, Node, Span
+
+GLOBS = ("*.py",)
+
+STORE = '''\
+"""Persistent memory."""
+
+from pkg.util import slugify
+
+
+class MemStore:
+    """Keeps what the agent learned."""
+
+    def remember(self, text):
+        """Store one memory."""
+        return self._write(slugify(text))
+
+    def _write(self, value):
+        return value
+
+    class Entry:
+        pass
+'''
+
+UTIL = '''\
+def slugify(text):
+    """Turn a title into a URL fragment."""
+    return text.lower()
+
+
+def qx(a, b):
+    """Compute the checksum of a payment record."""
+    return a ^ b
+
+
+def payment_total(items):
+    """Sum the amounts."""
+    return sum(items)
+'''
+
+APP = '''\
+from pkg import util
+from pkg.store import MemStore
+
+
+def main():
+    store = MemStore()
+    store.remember(util.slugify("Hello"))
+'''
+
+
+class Recorder:
+    """A parser plugin that only notes which files the index asks to parse."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    @hookimpl
+    def parse_file(self, path: str, text: str) -> None:
+        self.seen.append(path)
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    return make_git_repo(
+        tmp_path / "repo",
+        {"pkg/__init__.py": "", "pkg/store.py": STORE, "pkg/util.py": UTIL, "app.py": APP},
+    )
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+def pm(recorder: Recorder) -> pluggy.PluginManager:
+    manager = plugin_manager(only=["python"])
+    manager.register(recorder)  # registered last, so asked first; it defers to python
+    return manager
+
+
+@pytest.fixture
+def index(repo: Path, tmp_path: Path) -> Iterator[CodeIndex]:
+    opened = CodeIndex.open(repo, tmp_path / "index")
+    yield opened
+    opened.close()
+
+
+def refresh(index: CodeIndex, pm: pluggy.PluginManager, **overrides: object) -> RefreshStats:
+    return index.refresh(pm, GLOBS, Settings().with_overrides(**overrides))
+
+
+def rewrite(path: Path, text: str) -> None:
+    """Rewrite a file as an editor would; every rewrite here also changes its size."""
+    path.write_text(text, encoding="utf-8")
+
+
+def test_cold_build_then_nothing_changed(
+    index: CodeIndex, pm: pluggy.PluginManager, recorder: Recorder
+) -> None:
+    progress: list[tuple[int, int]] = []
+    first = index.refresh(pm, GLOBS, Settings(), lambda done, total: progress.append((done, total)))
+
+    assert (first.files, first.parsed, first.unchanged, first.removed) == (4, 4, 0, 0)
+    assert (first.nodes, first.edges) == (12, 18)
+    assert first.failures == ()
+    assert recorder.seen == ["app.py", "pkg/__init__.py", "pkg/store.py", "pkg/util.py"]
+    assert progress == [(1, 4), (2, 4), (3, 4), (4, 4)]
+
+    recorder.seen.clear()
+    second = refresh(index, pm)
+
+    assert (second.files, second.parsed, second.unchanged, second.removed) == (4, 0, 4, 0)
+    assert (second.nodes, second.edges) == (12, 18)
+    assert recorder.seen == []
+
+
+def test_only_the_changed_file_is_parsed(
+    repo: Path, index: CodeIndex, pm: pluggy.PluginManager, recorder: Recorder
+) -> None:
+    refresh(index, pm)
+    recorder.seen.clear()
+    rewrite(repo / "pkg/util.py", UTIL + "\n\ndef added():\n    pass\n")
+
+    stats = refresh(index, pm)
+
+    assert (stats.parsed, stats.unchanged, stats.removed) == (1, 3, 0)
+    assert recorder.seen == ["pkg/util.py"]
+    assert [n.qualname for n in index.lookup("added")] == ["pkg.util.added"]
+
+
+def test_new_mtime_with_the_same_content_is_not_parsed(
+    repo: Path, index: CodeIndex, pm: pluggy.PluginManager, recorder: Recorder
+) -> None:
+    refresh(index, pm)
+    recorder.seen.clear()
+    target = repo / "pkg/store.py"
+    st = target.stat()
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns + 5_000_000_000))
+
+    stats = refresh(index, pm)
+
+    assert (stats.parsed, stats.unchanged) == (0, 4)
+    assert recorder.seen == []
+    assert len(index.file_nodes("pkg/store.py")) == 5
+
+
+def test_a_deleted_file_is_removed_with_its_nodes(
+    repo: Path, index: CodeIndex, pm: pluggy.PluginManager
+) -> None:
+    refresh(index, pm)
+    (repo / "pkg/util.py").unlink()
+
+    stats = refresh(index, pm)
+
+    assert (stats.files, stats.parsed, stats.unchanged, stats.removed) == (3, 0, 3, 1)
+    assert index.file_nodes("pkg/util.py") == []
+    assert index.lookup("slugify") == []
+    assert "qx" not in index.names()
+    assert index.search_descriptions("checksum payment", 5) == []
+    # The edges out of the deleted file are gone; the references into it stay.
+    assert [(e.source, e.line) for e in index.references_to("slugify")] == [
+        ("app.main", 7), ("pkg.store", 3), ("pkg.store.MemStore.remember", 11),
+    ]
+    with sqlite3.connect(index.path) as conn:
+        assert conn.execute("SELECT count(*) FROM api_fts").fetchone() == (stats.nodes - 3,)
+
+
+def test_files_that_cannot_be_parsed_are_recorded_and_not_retried(
+    tmp_path: Path, pm: pluggy.PluginManager, recorder: Recorder
+) -> None:
+    root = make_git_repo(
+        tmp_path / "repo",
+        {
+            "good.py": "def fine():\n    pass\n",
+            "broken.py": "def f(:\n    pass\n",
+            "blob.py": b"\x00\x01\x02 not text",
+            "latin.py": b"name = '\xe9t\xe9'\n",
+            "huge.py": "x = 1\n" * 30,
+            "notes.txt": "plain text\n",
+        },
+    )
+    index = CodeIndex.open(root, tmp_path / "index")
+    try:
+        stats = index.refresh(pm, ("*.py", "*.txt"), Settings(max_file_bytes=100))
+
+        expected = [
+            ("blob.py", "binary", "contains a NUL byte"),
+            ("broken.py", "syntax_error", "line 1: invalid syntax"),
+            ("huge.py", "too_large", "180 bytes, over the 100 limit"),
+            ("latin.py", "not_utf8", "invalid UTF-8 at byte 8"),
+            ("notes.txt", "no_parser", "no enabled plugin parses this file"),
+        ]
+        assert index.failures() == expected
+        assert stats.failures == tuple(expected)
+        assert (stats.files, stats.parsed, stats.nodes) == (6, 6, 2)
+        assert [n.qualname for n in index.lookup("fine")] == ["good.fine"]
+        assert index.file_nodes("broken.py") == []
+        assert index.innermost("broken.py", 1) is None
+        assert index.multiline_statements("broken.py") == ()
+        # The too-large file was never read; the others were read once.
+        assert recorder.seen == ["broken.py", "good.py", "notes.txt"]
+
+        recorder.seen.clear()
+        again = index.refresh(pm, ("*.py", "*.txt"), Settings(max_file_bytes=100))
+        assert (again.parsed, again.unchanged) == (0, 6)
+        assert recorder.seen == []
+    finally:
+        index.close()
+
+
+def test_a_fixed_file_leaves_the_failures(
+    repo: Path, index: CodeIndex, pm: pluggy.PluginManager
+) -> None:
+    rewrite(repo / "pkg/util.py", "def broken(:\n")
+    failed = refresh(index, pm).failures
+    assert failed == (("pkg/util.py", "syntax_error", "line 1: invalid syntax"),)
+
+    rewrite(repo / "pkg/util.py", UTIL)
+    stats = refresh(index, pm)
+
+    assert stats.failures == ()
+    assert stats.parsed == 1
+    assert [n.qualname for n in index.lookup("qx")] == ["pkg.util.qx"]
+
+
+def store_node(qualname: str, kind: str, start: int, end: int, header_end: int,
+               signature: str, docstring: str = "") -> Node:
+    return Node(
+        qualname, qualname.rsplit(".", 1)[-1], kind, Span("pkg/store.py", start, end),
+        header_end, signature, docstring,
+    )
+
+
+MEMSTORE = store_node("pkg.store.MemStore", "class", 6, 17, 6, "class MemStore:",
+                      "Keeps what the agent learned.")
+REMEMBER = store_node("pkg.store.MemStore.remember", "method", 9, 11, 9,
+                      "def remember(self, text):", "Store one memory.")
+WRITE = store_node("pkg.store.MemStore._write", "method", 13, 14, 13,
+                   "def _write(self, value):")
+ENTRY = store_node("pkg.store.MemStore.Entry", "class", 16, 17, 16, "class Entry:")
+MODULE = store_node("pkg.store", "module", 1, 17, 0, "", "Persistent memory.")
+
+
+def test_changed_parsers_invalidate_every_row(
+    index: CodeIndex, pm: pluggy.PluginManager
+) -> None:
+    without_python = plugin_manager(only=[])
+    stats = refresh(index, without_python)
+    assert [status for _, status, _ in stats.failures] == ["no_parser"] * 4
+    assert index.names() == frozenset()
+
+    stats = refresh(index, pm)
+
+    assert (stats.parsed, stats.unchanged, stats.failures) == (4, 0, ())
+    assert "qx" in index.names()
+
+
+def test_a_larger_size_limit_reads_the_files_it_refused(
+    index: CodeIndex, pm: pluggy.PluginManager
+) -> None:
+    assert [f[0] for f in refresh(index, pm, max_file_bytes=200).failures] == [
+        "pkg/store.py", "pkg/util.py",
+    ]
+
+    stats = refresh(index, pm)
+
+    assert (stats.parsed, stats.unchanged, stats.failures) == (2, 2, ())
+    assert [n.qualname for n in index.lookup("qx")] == ["pkg.util.qx"]
+
+    stats = refresh(index, pm, max_file_bytes=200)
+
+    assert (stats.parsed, stats.unchanged) == (2, 2)
+    assert index.lookup("qx") == []
+
+
+def test_read_api(index: CodeIndex, pm: pluggy.PluginManager) -> None:
+    refresh(index, pm)
+
+    assert index.names() == frozenset(
+        {"MemStore", "remember", "_write", "Entry", "slugify", "qx", "payment_total", "main"}
+    )
+    assert index.lookup("remember") == [REMEMBER]
+    assert index.lookup("MemStore.remember") == [REMEMBER]
+    assert index.lookup("pkg.store.MemStore.remember") == [REMEMBER]
+    assert index.lookup("store.MemStore") == [MEMSTORE]
+    assert index.lookup("tore.MemStore") == []  # suffixes match whole components only
+    assert index.lookup("memstore") == []  # and are case-sensitive
+    assert [n.qualname for n in index.lookup("pkg.store")] == ["pkg.store"]
+    assert [n.qualname for n in index.lookup("pkg")] == ["pkg"]
+
+    assert index.file_nodes("pkg/store.py") == [MODULE, MEMSTORE, REMEMBER, WRITE, ENTRY]
+    assert index.file_nodes("missing.py") == []
+
+    assert index.innermost("pkg/store.py", 10) == REMEMBER
+    assert index.innermost("pkg/store.py", 12) == MEMSTORE
+    assert index.innermost("pkg/store.py", 2) == MODULE
+    assert index.innermost("pkg/store.py", 18) is None
+
+    assert index.children(MEMSTORE) == [REMEMBER, WRITE, ENTRY]
+    assert [n.qualname for n in index.children(MODULE)] == ["pkg.store.MemStore"]
+    assert index.children(ENTRY) == []
+
+    assert index.edges_from(REMEMBER) == [
+        Edge("pkg.store.MemStore.remember", "invoke", "_write", 11),
+        Edge("pkg.store.MemStore.remember", "invoke", "slugify", 11),
+    ]
+    assert index.edges_from(MODULE) == [
+        Edge("pkg.store", "import", "pkg.util.slugify", 3),
+        Edge("pkg.store", "contain", "pkg.store.MemStore", 6),
+    ]
+
+    assert index.references_to("slugify") == [
+        Edge("app.main", "invoke", "slugify", 7),
+        Edge("pkg.store", "import", "pkg.util.slugify", 3),
+        Edge("pkg.store.MemStore.remember", "invoke", "slugify", 11),
+    ]
+    assert index.references_to("util.slugify") == [
+        Edge("pkg.store", "import", "pkg.util.slugify", 3),
+    ]
+    assert [(e.source, e.target) for e in index.references_to("MemStore")] == [
+        ("app", "pkg.store.MemStore"), ("app.main", "MemStore"),
+    ]
+
+    assert index.multiline_statements("pkg/store.py") == ()
+    assert index.multiline_statements("app.py") == ()
+    assert index.failures() == []
+
+
+def test_same_qualname_definitions_keep_their_own_edges(
+    tmp_path: Path, pm: pluggy.PluginManager
+) -> None:
+    source = textwrap.dedent('''\
+        class Box:
+            @property
+            def size(self):
+                return measure(self)
+
+            @size.setter
+            def size(self, value):
+                store(value)
+        ''')
+    root = make_git_repo(tmp_path / "repo", {"box.py": source})
+    index = CodeIndex.open(root, tmp_path / "index")
+    try:
+        index.refresh(pm, GLOBS, Settings())
+        getter, setter = index.lookup("Box.size")
+
+        assert (getter.span.start_line, setter.span.start_line) == (2, 6)
+        assert index.edges_from(getter) == [Edge("box.Box.size", "invoke", "measure", 4)]
+        assert index.edges_from(setter) == [Edge("box.Box.size", "invoke", "store", 8)]
+        assert index.children(index.lookup("Box")[0]) == [getter, setter]
+        assert index.innermost("box.py", 8) == setter
+    finally:
+        index.close()
+
+
+def test_multiline_statements_are_stored(tmp_path: Path, pm: pluggy.PluginManager) -> None:
+    source = "def f(\n    a,\n):\n    x = [\n        a,\n    ]\n    return x\n"
+    root = make_git_repo(tmp_path / "repo", {"m.py": source})
+    index = CodeIndex.open(root, tmp_path / "index")
+    try:
+        index.refresh(pm, GLOBS, Settings())
+        assert index.multiline_statements("m.py") == ((1, 3), (4, 6))
+    finally:
+        index.close()
+
+
+def test_description_search_finds_a_docstring_the_code_never_says(
+    index: CodeIndex, pm: pluggy.PluginManager
+) -> None:
+    refresh(index, pm)
+
+    found = index.search_descriptions("The checksum for payment records is wrong", 3)
+
+    # qx shares "checksum" and "payment" with the task, only in its docstring;
+    # payment_total shares "payment", MemStore only "the".
+    assert [n.qualname for n, _ in found] == [
+        "pkg.util.qx", "pkg.util.payment_total", "pkg.store.MemStore",
+    ]
+    assert found[0][1] > found[1][1] > found[2][1] > 0
+    assert found[0][0] == Node(
+        "pkg.util.qx", "qx", "function", Span("pkg/util.py", 6, 8), 6, "def qx(a, b):",
+        "Compute the checksum of a payment record.",
+    )
+    assert index.search_descriptions("", 5) == []
+    assert index.search_descriptions("!!! ...", 5) == []
+    assert index.search_descriptions("checksum", 0) == []
+
+
+def test_description_search_is_the_api_index_view(
+    index: CodeIndex, pm: pluggy.PluginManager
+) -> None:
+    refresh(index, pm)
+
+    with sqlite3.connect(index.path) as conn:
+        row = conn.execute(
+            "SELECT * FROM api_index WHERE qualname = 'pkg.util.qx'"
+        ).fetchone()
+        modules = conn.execute("SELECT count(*) FROM api_index WHERE kind = 'module'").fetchone()
+
+    assert row == (
+        "pkg.util.qx", "function", "def qx(a, b):",
+        "Compute the checksum of a payment record.",
+        "def qx(a, b): Compute the checksum of a payment record.", "pkg/util.py", 6,
+    )
+    assert modules == (0,)
+
+
+def test_default_location_is_the_user_cache_not_the_repo(
+    repo: Path, tmp_path: Path, pm: pluggy.PluginManager
+) -> None:
+    index = CodeIndex.open(repo)
+    try:
+        index.refresh(pm, GLOBS, Settings())
+    finally:
+        index.close()
+
+    cache = tmp_path / "xdg-cache" / "ctx04"
+    assert index.path.parent.parent == cache
+    assert index.path.name == "index.sqlite3"
+    assert index.path.parent.name.endswith("-repo")
+    assert index.path.is_file()
+    status = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored"], cwd=repo, capture_output=True,
+        text=True, check=True,
+    )
+    assert status.stdout == ""
+
+
+def test_a_corrupt_index_is_moved_aside_and_rebuilt(
+    repo: Path, tmp_path: Path, pm: pluggy.PluginManager
+) -> None:
+    index = CodeIndex.open(repo, tmp_path / "index")
+    refresh(index, pm)
+    index.close()
+    garbage = b"this is not a database at all " * 200
+    index.path.write_bytes(garbage)
+
+    reopened = CodeIndex.open(repo, tmp_path / "index")
+    try:
+        stats = refresh(reopened, pm)
+
+        assert reopened.recovered is not None
+        assert reopened.recovered.startswith("the index was unreadable (file is not a database)")
+        [aside] = (tmp_path / "index").glob("index.sqlite3.corrupt-*")
+        assert aside.read_bytes() == garbage
+        assert (stats.parsed, stats.nodes) == (4, 12)
+        assert [n.qualname for n in reopened.lookup("qx")] == ["pkg.util.qx"]
+    finally:
+        reopened.close()
+
+
+def test_damage_found_during_a_refresh_is_recovered_from(
+    repo: Path, tmp_path: Path, pm: pluggy.PluginManager
+) -> None:
+    index = CodeIndex.open(repo, tmp_path / "index")
+    refresh(index, pm)
+    index.close()
+    with sqlite3.connect(index.path) as conn:
+        page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+        [root_page] = conn.execute(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'edges'"
+        ).fetchone()
+    with open(index.path, "r+b") as db:
+        # Opening reads the schema, meta and files pages; only writing edges finds this.
+        db.seek((root_page - 1) * page_size)
+        db.write(b"\xff" * page_size)
+    rewrite(repo / "app.py", APP + "\n\ndef extra():\n    pass\n")
+
+    reopened = CodeIndex.open(repo, tmp_path / "index")
+    try:
+        assert reopened.recovered is None
+        stats = refresh(reopened, pm)
+
+        assert reopened.recovered is not None
+        assert "database disk image is malformed" in reopened.recovered
+        assert (stats.parsed, stats.nodes) == (4, 13)
+        assert [n.qualname for n in reopened.lookup("extra")] == ["app.extra"]
+    finally:
+        reopened.close()
+
+
+def test_an_index_of_another_schema_version_is_rebuilt(
+    repo: Path, tmp_path: Path, pm: pluggy.PluginManager
+) -> None:
+    index = CodeIndex.open(repo, tmp_path / "index")
+    refresh(index, pm)
+    index.close()
+    with sqlite3.connect(index.path) as conn:
+        conn.execute("UPDATE meta SET value = 'old' WHERE key = 'schema_version'")
+
+    reopened = CodeIndex.open(repo, tmp_path / "index")
+    try:
+        assert reopened.recovered is None
+        assert reopened.failures() == []
+        assert refresh(reopened, pm).parsed == 4
+    finally:
+        reopened.close()
+
+
+def test_a_held_lock_times_out_with_a_clear_message(
+    repo: Path, tmp_path: Path, pm: pluggy.PluginManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = CodeIndex.open(repo, tmp_path / "index")
+    monkeypatch.setattr(store_module, "LOCK_TIMEOUT_S", 0.2)
+    try:
+        with open(index.path.with_name("index.sqlite3.lock"), "a+b") as other:
+            fcntl.flock(other, fcntl.LOCK_EX)
+            with pytest.raises(IndexUnavailable) as raised:
+                refresh(index, pm)
+        assert str(raised.value) == (
+            f"another ctx04 process is indexing {repo.resolve()}; try again when it finishes"
+        )
+        assert refresh(index, pm).parsed == 4
+    finally:
+        index.close()
+
+
+CHILD = """
+import json, sys
+from pathlib import Path
+from ctx04_core.index import CodeIndex
+from ctx04_core.plugins import plugin_manager
+from ctx04_core.settings import Settings
+index = CodeIndex.open(Path(sys.argv[1]), Path(sys.argv[2]))
+stats = index.refresh(plugin_manager(only=["python"]), ("*.py",), Settings())
+print(json.dumps([stats.parsed, stats.unchanged, stats.nodes]))
+"""
+
+
+def test_two_processes_refreshing_at_once_both_succeed(tmp_path: Path) -> None:
+    files: dict[str, str | bytes] = {
+        f"pkg/mod{i}.py": f"def f{i}(x):\n    return g{i}(x)\n\n\nclass C{i}:\n    pass\n"
+        for i in range(300)
+    }
+    root = make_git_repo(tmp_path / "repo", files)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(root), str(tmp_path / "index")],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+        for _ in range(2)
+    ]
+    results = []
+    for child in children:
+        out, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err
+        results.append(json.loads(out))
+
+    # One process built the index; the other waited and found nothing to do.
+    assert sorted(results) == [[0, 300, 900], [300, 0, 900]]
+    index = CodeIndex.open(root, tmp_path / "index")
+    try:
+        assert len(index.names()) == 600
+        assert [n.qualname for n in index.lookup("f7")] == ["pkg.mod7.f7"]
+    finally:
+        index.close()

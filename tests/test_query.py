@@ -1,0 +1,134 @@
+"""Query construction (spec §3.1) on scripted task texts."""
+
+from __future__ import annotations
+
+from ctx04_core.settings import Settings
+from ctx04_core.stages.query import build_query, goal_hint
+
+SETTINGS = Settings()
+NAMES = frozenset({"MemStore", "remember", "recall", "parse_args", "only", "QuerySet", "models"})
+
+
+def test_dotted_name_is_extracted_first() -> None:
+    query = build_query(
+        "Fix memstore.MemStore.remember: it drops the kind when recall runs.",
+        names=NAMES,
+        settings=SETTINGS,
+    )
+    assert query.identifiers == ("memstore.MemStore.remember", "MemStore", "remember", "recall")
+    assert query.unresolved == ()
+
+
+def test_goal_hint_is_first_sentence_with_verbs_stripped() -> None:
+    query = build_query(
+        "Please fix: QuerySet.only() ignores deferred fields. It should not.",
+        names=NAMES,
+        settings=SETTINGS,
+    )
+    assert query.goal_hint == "QuerySet.only() ignores deferred fields"
+
+
+def test_goal_hint_edges() -> None:
+    assert goal_hint("\n  We need to add   caching\nsecond line", 200) == "caching"
+    assert (
+        goal_hint("When given bad input, parse_args crashes", 200)
+        == "bad input, parse_args crashes"
+    )
+    # Verbs only strip as whole words.
+    assert goal_hint("Fixture loading is slow. More text.", 200) == "Fixture loading is slow"
+    assert goal_hint("Add-on registry is empty", 200) == "Add-on registry is empty"
+    assert goal_hint("x" * 300, 200) == "x" * 200
+    assert goal_hint("fix.", 200) == ""
+
+
+def test_unresolved_terms_only_when_code_shaped() -> None:
+    query = build_query(
+        "The HTTPServer and the SQL layer call load_config via conf.Loader, e.g. at startup.",
+        names=NAMES,
+        settings=SETTINGS,
+    )
+    assert query.identifiers == ()
+    assert query.unresolved == ("conf.Loader", "HTTPServer", "load_config")
+
+
+def test_resolution_order_and_latest_error() -> None:
+    query = build_query(
+        "only recall parse_args and QuerySet",
+        latest_error="MemStore failed in models.QuerySet",
+        names=NAMES,
+        settings=SETTINGS,
+    )
+    assert query.identifiers == (
+        "models.QuerySet",
+        "QuerySet",
+        "MemStore",
+        "parse_args",
+        "only",
+        "recall",
+        "models",
+    )
+
+
+def test_file_names_are_not_dotted_identifiers() -> None:
+    query = build_query(
+        "See src/models.py and build/out.pyc and pkg/setup.toml.", names=NAMES, settings=SETTINGS
+    )
+    assert query.file_paths == ("src/models.py", "pkg/setup.toml")
+    assert "models.py" not in query.identifiers + query.unresolved
+    assert query.identifiers == ("models",)
+    assert query.unresolved == ("out.pyc",)
+
+
+def test_error_strings_test_names_and_caps() -> None:
+    task = (
+        "Running `tests/test_mem.py::TestStore::test_kind` fails, don't know why.\n"
+        "    assert store.kind == 'note'\n"
+        "Also a::b::c here."
+    )
+    error = "Traceback (most recent call last):\n  File \"mem.py\", line 3\nKeyError: 'kind'\n"
+    query = build_query(
+        task,
+        latest_error=error,
+        repro_target="tests/test_mem.py::test_other",
+        names=NAMES,
+        settings=SETTINGS.with_overrides(max_error_strings=5, max_term_chars=12),
+    )
+    assert query.error_strings == (
+        "mem.py",
+        "kind",
+        "Traceback (m",
+        "KeyError: 'k",
+        "note",
+    )
+    # Truncated to 12 characters, the two test ids become one.
+    assert query.test_names == ("tests/test_m", "a::b::c")
+
+
+def test_test_names_strip_surrounding_punctuation() -> None:
+    query = build_query(
+        "Running `tests/test_mem.py::TestStore::test_kind[a-1]` fails (see a::b::c).",
+        repro_target="tests/test_mem.py::test_other",
+        names=NAMES,
+        settings=SETTINGS,
+    )
+    assert query.test_names == (
+        "tests/test_mem.py::test_other",
+        "tests/test_mem.py::TestStore::test_kind[a-1]",
+        "a::b::c",
+    )
+
+
+def test_identifier_cap_keeps_the_most_specific() -> None:
+    names = frozenset(f"name_{i}" for i in range(40)) | {"Big", "word"}
+    task = "word " + " ".join(f"name_{i}" for i in range(40)) + " Big"
+    query = build_query(task, names=names, settings=SETTINGS)
+    assert len(query.identifiers) == 32
+    assert query.identifiers[:2] == ("Big", "name_0")
+    assert "word" not in query.identifiers
+
+
+def test_deterministic() -> None:
+    task = "Fix a.b and C.d when e_f fails: 'x' Error: y"
+    assert build_query(task, names=NAMES, settings=SETTINGS) == build_query(
+        task, names=NAMES, settings=SETTINGS
+    )

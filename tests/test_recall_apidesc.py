@@ -1,0 +1,98 @@
+"""API-description recall: the task's words against the real index's descriptions."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import ctx04_recall_apidesc as apidesc
+from conftest import make_git_repo
+
+from ctx04_core.repository import Repo
+from ctx04_core.settings import Settings
+from ctx04_core.stages.query import build_query
+from ctx04_core.text import tokenize
+from ctx04_core.types import Candidate, Query, Recall, Span
+
+Indexed = Callable[..., Repo]
+
+STORE = (
+    "class UserForm:\n"
+    "    def save(self):\n"
+    "        return write_row(self)\n"
+    "\n"
+    "\n"
+    "def write_row(record):\n"
+    '    """Commit one record to the database inside a transaction."""\n'
+    "    return record\n"
+    "\n"
+    "\n"
+    "def render_page(template):\n"
+    '    """Format an HTML page from a template."""\n'
+    "    return template\n"
+)
+
+
+def recall(repo: Repo, q: Query, settings: Settings | None = None) -> Recall:
+    result = apidesc.recall(query=q, repo=repo, settings=settings or Settings())
+    assert result is not None
+    return result
+
+
+def test_a_docstring_describing_the_task_is_recalled_without_a_shared_identifier(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    repo = indexed(make_git_repo(tmp_path / "r", {"store.py": STORE}))
+    task = "UserForm.save loses data: saving must commit the database transaction."
+    q = build_query(task, names=repo.index.names(), settings=Settings())
+    assert q.identifiers == ("UserForm.save", "UserForm", "save")
+    # Nothing in write_row's name or signature shares a term with the identifiers.
+    assert not set(tokenize("def write_row(record):")) & set(tokenize(" ".join(q.identifiers)))
+    result = recall(repo, q)
+    assert [c.qualname for c in result.candidates] == [
+        "store.UserForm", "store.write_row", "store.UserForm.save",
+    ]
+    write_row = result.candidates[1]
+    assert write_row == Candidate(
+        span=Span("store.py", 6, 8), kind="function", qualname="store.write_row",
+        sources=("apidesc",), recall_score=write_row.recall_score,
+    )
+    scores = [c.recall_score for c in result.candidates]
+    assert scores == sorted(scores, reverse=True)
+    assert scores[-1] > 0
+    assert result.diagnostics == ()
+
+
+def test_the_goal_hint_is_searched_too(tmp_path: Path, indexed: Indexed) -> None:
+    repo = indexed(make_git_repo(tmp_path / "r", {"store.py": STORE}))
+    q = Query(
+        task_text="", identifiers=(), unresolved=(), error_strings=(), test_names=(),
+        file_paths=(), goal_hint="format html page",
+    )
+    assert [c.qualname for c in recall(repo, q).candidates] == ["store.render_page"]
+
+
+def test_at_most_the_limit_of_matches_best_first(tmp_path: Path, indexed: Indexed) -> None:
+    body = "".join(
+        f'def parse_header_{i:02d}(text):\n    """Parse the header."""\n    return text\n\n\n'
+        for i in range(25)
+    )
+    repo = indexed(make_git_repo(tmp_path / "r", {"headers.py": body}))
+    q = build_query("Parse the header of a message.", names=repo.index.names(), settings=Settings())
+    # Equal descriptions score alike and stay in index order.
+    result = recall(repo, q)
+    assert [c.qualname for c in result.candidates] == [
+        f"headers.parse_header_{i:02d}" for i in range(20)
+    ]
+    few = recall(repo, q, Settings(apidesc_limit=3))
+    assert [c.qualname for c in few.candidates] == [
+        f"headers.parse_header_{i:02d}" for i in range(3)
+    ]
+
+
+def test_a_task_matching_no_description_recalls_nothing(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    repo = indexed(make_git_repo(tmp_path / "r", {"store.py": STORE}))
+    q = build_query("Quux zorble.", names=repo.index.names(), settings=Settings())
+    assert recall(repo, q) == Recall("apidesc", (), ())

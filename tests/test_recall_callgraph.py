@@ -1,0 +1,204 @@
+"""Call-graph recall: one hop over the real index's edges."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import ctx04_recall_callgraph as callgraph
+from conftest import make_git_repo
+
+from ctx04_core.repository import Repo
+from ctx04_core.settings import Settings
+from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Span
+
+Indexed = Callable[..., Repo]
+
+SHOP: dict[str, str | bytes] = {
+    "shop/__init__.py": "",
+    "shop/prices.py": "class Money:\n    pass\n",
+    "shop/cart.py": (
+        "from shop.prices import Money\n"             # 1
+        "\n"
+        "\n"
+        "class Cart:\n"                                # 4
+        "    def total(self) -> Money:\n"              # 5
+        "        return sum_prices(self.items)\n"      # 6
+        "\n"
+        "    def checkout(self):\n"                    # 8
+        "        return charge(self.total())\n"        # 9
+        "\n"
+        "\n"
+        "def sum_prices(items):\n"                     # 12
+        "    return sum(items)\n"
+        "\n"
+        "\n"
+        "def charge(amount):\n"                        # 16
+        "    return amount\n"
+    ),
+    "shop/api.py": (
+        "from shop.cart import Cart\n"
+        "\n"
+        "\n"
+        "def buy(cart: Cart):\n"                       # 4
+        "    return cart.total()\n"
+        "\n"
+        "\n"
+        "Cart().total()\n"  # a call at module level: a module is not a candidate
+    ),
+}
+
+
+def query(*identifiers: str) -> Query:
+    return Query(
+        task_text="", identifiers=identifiers, unresolved=(), error_strings=(), test_names=(),
+        file_paths=(), goal_hint="",
+    )
+
+
+def recall(repo: Repo, q: Query, settings: Settings | None = None) -> Recall:
+    result = callgraph.recall(query=q, repo=repo, settings=settings or Settings())
+    assert result is not None
+    return result
+
+
+def neighbours(result: Recall) -> list[tuple[str | None, str]]:
+    return [(c.qualname, c.terms[0]) for c in result.candidates]
+
+
+def test_a_method_brings_its_callees_callers_class_and_imported_types(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    repo = indexed(make_git_repo(tmp_path / "r", SHOP))
+    result = recall(repo, query("Cart.total"))
+    assert neighbours(result) == [
+        ("shop.cart.sum_prices", "Cart.total"),  # callee (``sum`` is a builtin: no definition)
+        ("shop.api.buy", "Cart.total"),  # callers, by path
+        ("shop.cart.Cart.checkout", "Cart.total"),
+        ("shop.cart.Cart", "Cart.total"),  # container
+        ("shop.prices.Money", "Cart.total"),  # imported by its module, named in its annotation
+    ]
+    assert result.candidates[0] == Candidate(
+        span=Span("shop/cart.py", 12, 13), kind="function", qualname="shop.cart.sum_prices",
+        sources=("callgraph",), terms=("Cart.total",),
+    )
+    assert result.candidates[3].kind == "class"
+    assert result.candidates[3].span == Span("shop/cart.py", 4, 9)
+    assert result.diagnostics == ()
+
+
+def test_a_class_brings_its_methods(tmp_path: Path, indexed: Indexed) -> None:
+    repo = indexed(make_git_repo(tmp_path / "r", SHOP))
+    result = recall(repo, query("Cart"))
+    # ``Cart()`` is only called at module level, so the class has no caller definition.
+    assert neighbours(result) == [
+        ("shop.cart.Cart.total", "Cart"),
+        ("shop.cart.Cart.checkout", "Cart"),
+        ("shop.prices.Money", "Cart"),
+    ]
+
+
+def test_seeds_are_not_proposed_and_neighbours_come_once_in_identifier_order(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    repo = indexed(make_git_repo(tmp_path / "r", SHOP))
+    # charge's only neighbour is its caller checkout, itself a seed.
+    result = recall(repo, query("charge", "Cart.checkout", "sum_prices"))
+    assert neighbours(result) == [
+        ("shop.cart.Cart.total", "Cart.checkout"),
+        ("shop.cart.Cart", "Cart.checkout"),
+    ]
+
+
+def test_identifiers_without_a_definition_expand_to_nothing(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    repo = indexed(make_git_repo(tmp_path / "r", SHOP))
+    # A module is not a definition; "nowhere" is defined nowhere.
+    assert recall(repo, query("shop.cart", "nowhere")) == Recall("callgraph", (), ())
+
+
+def test_a_caller_is_the_definition_holding_the_call(tmp_path: Path, indexed: Indexed) -> None:
+    root = make_git_repo(tmp_path / "r", {
+        "box.py": (
+            "def clamp(v):\n"
+            "    return v\n"
+            "\n"
+            "\n"
+            "class Box:\n"
+            "    @property\n"
+            "    def value(self):\n"
+            "        return self._v\n"
+            "\n"
+            "    @value.setter\n"
+            "    def value(self, v):\n"
+            "        self._v = clamp(v)\n"
+        ),
+    })
+    result = recall(indexed(root), query("clamp"))
+    # Getter and setter share the qualname; the call is in the setter.
+    assert result.candidates == (
+        Candidate(
+            span=Span("box.py", 10, 12), kind="method", qualname="box.Box.value",
+            sources=("callgraph",), terms=("clamp",),
+        ),
+    )
+
+
+def test_imports_resolve_through_re_exports_and_never_to_outside_code(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    root = make_git_repo(tmp_path / "r", {
+        "shop/__init__.py": "from shop.prices import Money\n",
+        "shop/prices.py": "class Money:\n    pass\n",
+        "shop/codec.py": "def loads(text):\n    return text\n",
+        "shop/report.py": (
+            "from json import loads\n"
+            "from shop import Money\n"
+            "\n"
+            "\n"
+            "def price(amount: Money, decode=loads):\n"
+            "    return amount\n"
+        ),
+    })
+    result = recall(indexed(root), query("price"))
+    # ``Money`` reaches shop.prices through the package's re-export; ``loads``
+    # is json's, not the repository's namesake in shop/codec.py.
+    assert neighbours(result) == [("shop.prices.Money", "price")]
+
+
+def test_names_resolve_to_every_namesake(tmp_path: Path, indexed: Indexed) -> None:
+    root = make_git_repo(tmp_path / "r", {
+        "a.py": "def save(x):\n    return x\n",
+        "b.py": "def save(x):\n    return x\n",
+        "c.py": "def run(store):\n    return store.save(1)\n",
+    })
+    result = recall(indexed(root), query("run"))
+    # An invoke edge names ``save`` only; which one ``store`` holds is left to the re-rank.
+    assert neighbours(result) == [("a.save", "run"), ("b.save", "run")]
+
+
+def test_more_neighbours_than_the_cap_keeps_the_first(tmp_path: Path, indexed: Indexed) -> None:
+    defs = "".join(f"def f{i:02d}():\n    return {i}\n\n\n" for i in range(25))
+    calls = "".join(f"    f{i:02d}()\n" for i in range(25))
+    root = make_git_repo(tmp_path / "r", {"hub.py": f"{defs}def hub():\n{calls}"})
+    repo = indexed(root)
+    result = recall(repo, query("hub"))
+    assert neighbours(result) == [(f"hub.f{i:02d}", "hub") for i in range(20)]
+    assert result.diagnostics == (
+        Diagnostic(
+            "unavailable", "truncated",
+            detail="more than 20 call-graph neighbours, kept the first 20",
+        ),
+    )
+    small = recall(repo, query("hub"), Settings(callgraph_limit=3))
+    assert neighbours(small) == [("hub.f00", "hub"), ("hub.f01", "hub"), ("hub.f02", "hub")]
+    assert small.diagnostics == (
+        Diagnostic(
+            "unavailable", "truncated",
+            detail="more than 3 call-graph neighbours, kept the first 3",
+        ),
+    )
+    exact = recall(repo, query("hub"), Settings(callgraph_limit=25))
+    assert len(exact.candidates) == 25
+    assert exact.diagnostics == ()

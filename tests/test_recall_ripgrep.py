@@ -1,0 +1,240 @@
+"""Lexical recall: the real rg over real git repositories."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import ctx04_recall_ripgrep as ripgrep
+from conftest import make_git_repo
+
+from ctx04_core.repository import Repo
+from ctx04_core.settings import Settings
+from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Span
+
+Indexed = Callable[..., Repo]
+
+
+def query(
+    identifiers: tuple[str, ...] = (),
+    unresolved: tuple[str, ...] = (),
+    error_strings: tuple[str, ...] = (),
+    file_paths: tuple[str, ...] = (),
+) -> Query:
+    return Query(
+        task_text="", identifiers=identifiers, unresolved=unresolved,
+        error_strings=error_strings, test_names=(), file_paths=file_paths, goal_hint="",
+    )
+
+
+def recall(repo: Repo, q: Query, settings: Settings | None = None) -> Recall:
+    result = ripgrep.recall(query=q, repo=repo, settings=settings or Settings())
+    assert result is not None
+    return result
+
+
+def hits(result: Recall) -> list[tuple[str, int, str]]:
+    return [(c.span.path, c.span.start_line, c.terms[0]) for c in result.candidates]
+
+
+def test_hits_are_exact_lines_in_path_order(tmp_path: Path, indexed: Indexed) -> None:
+    root = make_git_repo(tmp_path / "r", {
+        "pkg/b.py": "from a import load_config\nx = 1\ncfg = load_config('y')\n",
+        "a.py": "import os\n\ndef load_config(path):\n    return open(path)\n\nload_config('x')\n",
+        "README.md": "call load_config first\n",  # not a source file: never searched
+    })
+    result = recall(indexed(root), query(identifiers=("load_config",)))
+    assert hits(result) == [
+        ("a.py", 3, "load_config"), ("a.py", 6, "load_config"),
+        ("pkg/b.py", 1, "load_config"), ("pkg/b.py", 3, "load_config"),
+    ]
+    assert result.candidates[0] == Candidate(
+        span=Span("a.py", 3, 3), kind="line", qualname=None, sources=("ripgrep",),
+        terms=("load_config",), hit_lines=(3,),
+    )
+    assert result.source == "ripgrep"
+    assert result.diagnostics == ()
+
+
+def test_terms_are_fixed_strings_from_every_query_field_once(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    root = make_git_repo(tmp_path / "r", {
+        "m.py": (
+            "def run(kind):\n"                               # 1
+            "    raise KeyError('kind')\n"                   # 2
+            "# see conf/settings.py\n"                      # 3
+            "pattern = 'a.b('\n"                             # 4
+            "axb = run\n"                                    # 5
+        ),
+    })
+    q = query(
+        identifiers=("run",),
+        unresolved=("run", "a.b("),  # "run" again: searched once
+        error_strings=("KeyError('kind')",),
+        file_paths=("conf/settings.py",),
+    )
+    result = recall(indexed(root), q)
+    # "a.b(" is literal: as a regex it would also match "axb = run".
+    assert hits(result) == [
+        ("m.py", 1, "run"), ("m.py", 5, "run"),
+        ("m.py", 4, "a.b("),
+        ("m.py", 2, "KeyError('kind')"),
+        ("m.py", 3, "conf/settings.py"),
+    ]
+
+
+def test_more_hits_than_the_cap_keeps_the_first_in_path_order(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    root = make_git_repo(tmp_path / "r", {
+        "m2.py": "".join(f"needle_{i} = {i}\n" for i in range(20)),
+        "m1.py": "".join(f"needle_{i} = {i}\n" for i in range(30)),
+    })
+    result = recall(indexed(root), query(identifiers=("needle",)))
+    assert len(result.candidates) == 40
+    assert hits(result) == (
+        [("m1.py", n, "needle") for n in range(1, 31)]
+        + [("m2.py", n, "needle") for n in range(1, 11)]
+    )
+    assert result.diagnostics == (
+        Diagnostic(
+            "unavailable", "truncated", detail="'needle': more than 40 hits, kept the first 40"
+        ),
+    )
+
+
+def test_the_cap_is_a_setting_and_exactly_cap_hits_is_complete(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    root = make_git_repo(tmp_path / "r", {"m.py": "x = 1\nx = 2\nx = 3\n"})
+    repo = indexed(root)
+    at_cap = recall(repo, query(identifiers=("x",)), Settings(hits_per_term=3))
+    assert hits(at_cap) == [("m.py", 1, "x"), ("m.py", 2, "x"), ("m.py", 3, "x")]
+    assert at_cap.diagnostics == ()
+    cut = recall(repo, query(identifiers=("x",)), Settings(hits_per_term=2))
+    assert hits(cut) == [("m.py", 1, "x"), ("m.py", 2, "x")]
+    assert cut.diagnostics == (
+        Diagnostic("unavailable", "truncated", detail="'x': more than 2 hits, kept the first 2"),
+    )
+
+
+def test_a_term_matching_nothing_gives_nothing_and_no_diagnostic(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    root = make_git_repo(tmp_path / "r", {"m.py": "x = 1\n"})
+    result = recall(indexed(root), query(identifiers=("absent_name",)))
+    assert result == Recall("ripgrep", (), ())
+
+
+def test_a_term_starting_with_a_dash_is_searched_not_parsed_as_a_flag(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    root = make_git_repo(tmp_path / "r", {
+        "cli.py": "import argparse\np = argparse.ArgumentParser()\np.add_argument('--verbose')\n",
+    })
+    result = recall(indexed(root), query(error_strings=("--verbose",)))
+    assert hits(result) == [("cli.py", 3, "--verbose")]
+    assert result.diagnostics == ()
+
+
+def test_a_path_with_a_colon_parses(tmp_path: Path, indexed: Indexed) -> None:
+    root = make_git_repo(tmp_path / "r", {"odd:12:name.py": "x = 1\ny = token\n"})
+    result = recall(indexed(root), query(identifiers=("token",)))
+    assert hits(result) == [("odd:12:name.py", 2, "token")]
+
+
+def test_a_path_that_is_not_utf8_round_trips(tmp_path: Path, indexed: Indexed) -> None:
+    root = make_git_repo(tmp_path / "r", {"m.py": "x = 1\n"})
+    # Indexed first: lexical recall reads the files as they are now, not the index.
+    repo = indexed(root)
+    # A Latin-1 file name, as old checkouts have: not valid UTF-8.
+    with open(os.fsencode(root) + b"/caf\xe9.py", "wb") as f:
+        f.write(b"token = 1\n")
+    result = recall(repo, query(identifiers=("token",)))
+    assert hits(result) == [("caf\udce9.py", 1, "token")]
+    assert os.fsencode(root / result.candidates[0].span.path).endswith(b"/caf\xe9.py")
+
+
+def test_excluded_folders_are_not_searched(tmp_path: Path, indexed: Indexed) -> None:
+    root = make_git_repo(tmp_path / "r", {
+        "src/app.py": "token = 1\n",
+        "vendor/lib.py": "token = 2\n",
+        "build/gen.py": "token = 3\n",
+        "node_modules/x/y.py": "token = 4\n",
+        "pkg/site-packages/z.py": "token = 5\n",  # only the top-level folder is excluded
+    })
+    result = recall(indexed(root), query(identifiers=("token",)))
+    assert hits(result) == [("pkg/site-packages/z.py", 1, "token"), ("src/app.py", 1, "token")]
+
+
+def test_exclusions_come_from_the_settings(tmp_path: Path, indexed: Indexed) -> None:
+    root = make_git_repo(tmp_path / "r", {"src/app.py": "token = 1\n", "gen/out.py": "token = 2\n"})
+    result = recall(
+        indexed(root), query(identifiers=("token",)), Settings(exclude_globs=("gen/**",))
+    )
+    assert hits(result) == [("src/app.py", 1, "token")]
+
+
+def test_gitignored_and_hidden_files_are_not_searched(tmp_path: Path, indexed: Indexed) -> None:
+    root = make_git_repo(tmp_path / "r", {
+        ".gitignore": "generated/\n*_pb2.py\n",
+        "generated/out.py": "token = 1\n",
+        "api_pb2.py": "token = 2\n",
+        ".hidden/h.py": "token = 3\n",
+        "app.py": "token = 4\n",
+    })
+    result = recall(indexed(root), query(identifiers=("token",)))
+    assert hits(result) == [("app.py", 1, "token")]
+
+
+def test_files_larger_than_the_read_limit_are_not_searched(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    root = make_git_repo(tmp_path / "r", {
+        "small.py": "token = 1\n",
+        "large.py": "token = 2\n" + "# padding\n" * 10,
+    })
+    result = recall(
+        indexed(root), query(identifiers=("token",)), Settings(max_file_bytes=len("token = 1\n"))
+    )
+    assert hits(result) == [("small.py", 1, "token")]
+
+
+def test_a_search_past_the_timeout_is_killed_and_reported(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    root = make_git_repo(tmp_path / "r", {"m.py": "token = 1\n"})
+    result = recall(
+        indexed(root), query(identifiers=("token", "other")), Settings(search_timeout_s=0.0)
+    )
+    assert result == Recall("ripgrep", (), (
+        Diagnostic("unavailable", "timeout", detail="token"),
+        Diagnostic("unavailable", "timeout", detail="other"),
+    ))
+
+
+def test_a_failed_search_is_reported(tmp_path: Path, indexed: Indexed) -> None:
+    root = make_git_repo(tmp_path / "r", {"m.py": "a = 1\nb = 2\n"})
+    # rg refuses a literal newline in a pattern unless in multiline mode.
+    result = recall(indexed(root), query(error_strings=("a = 1\nb = 2",)))
+    assert result.candidates == ()
+    assert result.diagnostics == (
+        Diagnostic(
+            "unavailable", "search_failed",
+            detail="'a = 1\\nb = 2': rg: the literal \"\\n\" is not allowed in a regex",
+        ),
+    )
+
+
+def test_nothing_to_search_contributes_nothing(tmp_path: Path, indexed: Indexed) -> None:
+    root = make_git_repo(tmp_path / "r", {"m.py": "token = 1\n"})
+    assert ripgrep.recall(query=query(), repo=indexed(root), settings=Settings()) is None
+    # With the parser plugin disabled there are no source globs, so no source files.
+    no_parser = indexed(root, disable=("python",))
+    assert no_parser.globs == ()
+    assert (
+        ripgrep.recall(query=query(identifiers=("token",)), repo=no_parser, settings=Settings())
+        is None
+    )
