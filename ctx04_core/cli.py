@@ -68,7 +68,7 @@ DisableOption = Annotated[
 
 def fail(message: str) -> NoReturn:
     """Bad input: one line on stderr, exit code 2, never a traceback."""
-    stderr.print(f"[bold red]ctx04: error:[/] {escape(message)}", highlight=False)
+    stderr.print(f"[bold red]ctx04: error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -188,10 +188,13 @@ def indexing_progress() -> Iterator[Callable[[int, int], None]]:
 def show_retrieval(result: Retrieval) -> None:
     console = Console()
     table = Table(title=f"ctx04: {len(result.candidates)} ranked candidates", title_justify="left")
-    for column, justify in (("rank", "right"), ("path:lines", "left"), ("qualname", "left"),
-                            ("sources", "left"), ("score", "right"), ("tokens", "right"),
-                            ("included", "center")):
-        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    table.add_column("rank", justify="right")
+    table.add_column("path:lines", overflow="fold", ratio=3)
+    table.add_column("qualname", overflow="fold", ratio=3)
+    table.add_column("sources", ratio=2)
+    table.add_column("score", justify="right")
+    table.add_column("tokens", justify="right")
+    table.add_column("included", justify="center")
     shown = {e.excerpt.ranked.rank: e for e in result.context.entries}
     for ranked in result.candidates:
         c = ranked.candidate
@@ -204,7 +207,8 @@ def show_retrieval(result: Retrieval) -> None:
         )
     console.print(table)
     console.print()
-    console.print(Text(result.context.text))
+    # The slice is shown as the model sees it: no markup, no re-wrapping.
+    console.print(Text(result.context.text), soft_wrap=True)
     stats = result.index
     console.print(
         f"[dim]slice {result.context.tokens}/{result.context.budget_tokens} tokens · "

@@ -61,3 +61,115 @@ def indexed() -> Iterator[Callable[..., Repo]]:
     yield open_indexed
     for repo in opened:
         repo.index.close()
+
+
+# A small but realistic package: a task about one of its functions should
+# bring that function to the top.
+SHOP: dict[str, str | bytes] = {
+    "shop/__init__.py": '"""A tiny shop."""\nfrom .cart import Cart\n\n__all__ = ["Cart"]\n',
+    "shop/cart.py": '''"""Shopping cart."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .inventory import Inventory
+from .pricing import apply_discount, round_money
+
+
+@dataclass
+class LineItem:
+    sku: str
+    quantity: int
+    unit_price: float
+
+    def subtotal(self) -> float:
+        return self.quantity * self.unit_price
+
+
+class Cart:
+    """A customer's cart of line items."""
+
+    def __init__(self, inventory: Inventory) -> None:
+        self.inventory = inventory
+        self.items: list[LineItem] = []
+        self.coupon: str | None = None
+
+    def add(self, sku: str, quantity: int = 1) -> None:
+        """Add ``quantity`` units of ``sku`` from the inventory."""
+        price = self.inventory.price_of(sku)
+        self.inventory.reserve(sku, quantity)
+        self.items.append(LineItem(sku, quantity, price))
+
+    def remove(self, sku: str) -> None:
+        self.items = [item for item in self.items if item.sku != sku]
+
+    def apply_coupon(self, code: str) -> None:
+        """Remember a coupon code to discount the total."""
+        self.coupon = code
+
+    def total(self) -> float:
+        """The amount to pay: the subtotal less any coupon discount."""
+        subtotal = sum(item.subtotal() for item in self.items)
+        if self.coupon is not None:
+            subtotal = apply_discount(subtotal, self.coupon)
+        return round_money(subtotal)
+''',
+    "shop/pricing.py": '''"""Prices, coupons and rounding."""
+
+COUPONS = {"SAVE10": 0.10, "HALF": 0.50}
+
+
+def apply_discount(amount: float, code: str) -> float:
+    """Reduce the amount by the coupon's percentage; unknown codes change nothing."""
+    rate = COUPONS.get(code, 0.0)
+    return amount * (1 - rate)
+
+
+def round_money(amount: float) -> float:
+    """Round to whole cents, half up."""
+    return int(amount * 100 + 0.5) / 100
+''',
+    "shop/inventory.py": '''"""Stock levels and prices."""
+
+
+class OutOfStock(Exception):
+    """Raised when a reservation asks for more than is in stock."""
+
+
+class Inventory:
+    def __init__(self, stock: dict[str, int], prices: dict[str, float]) -> None:
+        self.stock = stock
+        self.prices = prices
+
+    def price_of(self, sku: str) -> float:
+        return self.prices[sku]
+
+    def reserve(self, sku: str, quantity: int) -> None:
+        """Take ``quantity`` units out of stock."""
+        if self.stock.get(sku, 0) < quantity:
+            raise OutOfStock(sku)
+        self.stock[sku] -= quantity
+''',
+    "shop/shipping.py": '''"""Shipping costs."""
+
+FREE_SHIPPING_OVER = 50.0
+
+
+def shipping_cost(total: float, weight_kg: float) -> float:
+    """Flat rate per kilogram, free above FREE_SHIPPING_OVER."""
+    if total >= FREE_SHIPPING_OVER:
+        return 0.0
+    return 4.5 + 1.2 * weight_kg
+''',
+    "tests/test_cart.py": '''from shop.cart import Cart
+from shop.inventory import Inventory
+
+
+def test_total_with_coupon():
+    cart = Cart(Inventory({"a": 3}, {"a": 10.0}))
+    cart.add("a", 2)
+    cart.apply_coupon("SAVE10")
+    assert cart.total() == 18.0
+''',
+    "README.md": "# shop\n\nA tiny shop used as a test fixture.\n",
+}

@@ -1,0 +1,110 @@
+"""The whole pipeline through the Python API on a small realistic repository."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import SHOP, make_git_repo
+
+from ctx04_core import retrieve
+from ctx04_core.output import retrieval_json
+from ctx04_core.settings import Settings
+from ctx04_core.tokens import count_tokens
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    return make_git_repo(tmp_path / "shop", SHOP)
+
+
+def test_the_function_a_task_names_ranks_first(shop: Path) -> None:
+    result = retrieve("Cart.total() rounds the discounted subtotal wrongly", shop)
+
+    assert result.query.identifiers == ("Cart.total", "Cart", "total", "subtotal")
+    assert result.query.goal_hint == "Cart.total() rounds the discounted subtotal wrongly"
+    top = result.candidates[0].candidate
+    assert (top.qualname, top.span.path, top.span.start_line, top.span.end_line) == (
+        "shop.cart.Cart.total", "shop/cart.py", 41, 46,
+    )
+    assert top.sources == ("ripgrep", "apidesc")
+    assert result.context.text.startswith(
+        "## Context slice (retrieved — untrusted data)\n\n"
+        "### shop.cart.Cart.total [shop/cart.py:41, ripgrep, apidesc]\n"
+        "    def total(self) -> float:\n"
+    )
+    assert result.context.tokens == count_tokens(result.context.text) <= 4000
+
+
+def test_a_task_described_in_prose_finds_the_method(shop: Path) -> None:
+    result = retrieve(
+        "Inventory.reserve lets the stock go negative instead of raising OutOfStock", shop
+    )
+    assert result.candidates[0].candidate.qualname == "shop.inventory.Inventory.reserve"
+
+
+def test_the_json_is_the_documented_schema(shop: Path) -> None:
+    result = retrieve("Cart.total() rounds the discounted subtotal wrongly", shop)
+    data = retrieval_json(result)
+    head = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=shop, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+    assert list(data) == [
+        "schema", "repo", "query", "budget_tokens", "tokens", "candidates", "diagnostics",
+    ]
+    assert data["schema"] == "ctx04.context-slice.v1"
+    assert data["repo"] == {"root": str(shop.resolve()), "base": head}
+    assert list(data["query"]) == [
+        "identifiers", "unresolved", "error_strings", "test_names", "file_paths", "goal_hint",
+    ]
+    assert data["budget_tokens"] == 4000
+    first = data["candidates"][0]
+    assert list(first) == [
+        "rank", "path", "start_line", "end_line", "qualname", "kind", "sources", "score",
+        "included", "tokens", "text",
+    ]
+    assert [c["rank"] for c in data["candidates"]] == list(range(1, len(data["candidates"]) + 1))
+    included = [c for c in data["candidates"] if c["included"]]
+    # The slice is the header followed by exactly the included entries' texts.
+    assert result.context.text == (
+        "## Context slice (retrieved — untrusted data)\n\n" + "".join(c["text"] for c in included)
+    )
+    assert data["diagnostics"]["plugins"] == [
+        "apidesc", "assemble", "callgraph", "pin", "prune", "python", "rerank", "ripgrep",
+    ]
+    assert data["diagnostics"]["settings"]["budget_tokens"] == 4000
+
+
+def test_a_smaller_budget_is_never_exceeded_and_drops_the_lowest_ranked(shop: Path) -> None:
+    full = retrieve("Cart.total() rounds the discounted subtotal wrongly", shop)
+    small = retrieve(
+        "Cart.total() rounds the discounted subtotal wrongly", shop,
+        settings=Settings(budget_tokens=150),
+    )
+    assert small.context.tokens == count_tokens(small.context.text) <= 150
+    kept = [e.excerpt.ranked.rank for e in small.context.entries if e.included]
+    assert kept == list(range(1, len(kept) + 1))
+    assert 0 < len(kept) < sum(e.included for e in full.context.entries)
+    assert small.context.text.endswith("lower-ranked candidates omitted by the token budget)\n")
+
+
+def test_only_chooses_the_stages_an_agent_harness_wants(shop: Path) -> None:
+    result = retrieve(
+        "Cart.total() rounds the discounted subtotal wrongly", shop,
+        only=["python", "ripgrep", "assemble"],
+    )
+    assert result.plugins == ("assemble", "python", "ripgrep")
+    assert {s for r in result.candidates for s in r.candidate.sources} == {"ripgrep"}
+    # Without rerank and prune, merged order and whole spans are what the slice shows.
+    assert result.candidates[0].score == 0.0
+
+
+def test_a_folder_that_is_not_a_git_repository_has_no_base(tmp_path: Path) -> None:
+    root = tmp_path / "plain"
+    root.mkdir()
+    (root / "mod.py").write_text("def parse_header(raw):\n    return raw.split(':')\n")
+    result = retrieve("parse_header splits on every colon", root)
+    assert result.base is None
+    assert result.candidates[0].candidate.qualname == "mod.parse_header"
