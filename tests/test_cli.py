@@ -182,3 +182,20 @@ def test_help_teaches_the_first_command() -> None:
     done = ctx04("--help")
     assert done.returncode == 0
     assert 'ctx04 retrieve "describe the bug or feature" --repo PATH' in done.stdout
+
+
+def test_the_third_party_plugin_is_disabled_from_the_command_line(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "pinned", {
+        "billing.py": "def invoice_total(lines):\n    return sum(lines)\n\n\n"
+                      "def tax_rate(region):  # ctx04: pin\n    return 0.2\n",
+    })
+    task = "invoice_total returns the wrong sum"
+    on = json.loads(ctx04("retrieve", task, "--repo", str(root), "-o", "json").stdout)
+    off = json.loads(
+        ctx04("retrieve", task, "--repo", str(root), "-o", "json", "--disable", "pin").stdout
+    )
+    assert [c["qualname"] for c in on["candidates"] if "pin" in c["sources"]] == [
+        "billing.tax_rate"
+    ]
+    assert [c["sources"] for c in off["candidates"]] == [["ripgrep", "apidesc"]]
+    assert on["diagnostics"]["recalled"]["pin"] == 1 and "pin" not in off["diagnostics"]["recalled"]
