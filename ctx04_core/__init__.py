@@ -18,8 +18,9 @@ from ctx04_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
     from ctx04_core.pipeline import Retrieval, retrieve
+    from ctx04_core.vetting import vet
 
-__all__ = ["Retrieval", "hookimpl", "retrieve"]
+__all__ = ["Retrieval", "hookimpl", "retrieve", "vet"]
 
 
 def __getattr__(name: str) -> Any:
@@ -28,4 +29,8 @@ def __getattr__(name: str) -> Any:
         from ctx04_core import pipeline
 
         return getattr(pipeline, name)
+    if name == "vet":
+        from ctx04_core.vetting import vet
+
+        return vet
     raise AttributeError(f"module 'ctx04_core' has no attribute {name!r}")

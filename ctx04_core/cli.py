@@ -42,6 +42,11 @@ class Format(StrEnum):
     json = "json"
 
 
+class Profile(StrEnum):
+    default = "default"
+    compact = "compact"
+
+
 RepoOption = Annotated[
     Path,
     typer.Option(
@@ -116,6 +121,22 @@ def retrieve(
         ),
     ] = Format.table,
     index_dir: IndexDirOption = None,
+    profile: Annotated[
+        Profile,
+        typer.Option(
+            "--profile", "-p",
+            help="compact: the source-references budgets (4 search terms, 8 paths, "
+            "10 lines, 2 KiB quoted, 8 KiB block).",
+        ),
+    ] = Profile.default,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Append this retrieval's record (references, diagnostics, manifest) "
+            "to a JSON Lines file; `ctx04 vet` reads it.",
+        ),
+    ] = None,
 ) -> None:
     """Retrieve the context slice for a task.
 
@@ -135,7 +156,12 @@ def retrieve(
     task_text = "\n".join(p for p in parts if p.strip())
     if not task_text.strip() and latest_error:
         task_text = latest_error
-    settings = Settings() if budget is None else Settings(budget_tokens=budget)
+    overrides = {} if budget is None else {"budget_tokens": budget}
+    settings = (
+        Settings.compact(**overrides)
+        if profile is Profile.compact
+        else Settings().with_overrides(**overrides)
+    )
     from ctx04_core.pipeline import retrieve as run
 
     with bad_input_exits_2(), indexing_progress() as progress:
@@ -143,6 +169,13 @@ def retrieve(
             task_text, repo, latest_error=latest_error, test=test, settings=settings,
             disable=disable or (), index_dir=index_dir, progress=progress,
         )
+    if trace is not None:
+        from ctx04_core.trace import append_trace
+
+        try:
+            append_trace(result, trace)
+        except OSError as err:
+            fail(f"cannot write the trace {trace}: {err.strerror or err}")
     if output_format is Format.json:
         from ctx04_core.output import retrieval_json
 
@@ -248,8 +281,8 @@ def index(
         )
     opened.index.close()
     console = Console()
-    if opened.index.recovered:
-        console.print(f"[yellow]{escape(opened.index.recovered)}[/]")
+    if stats.recovered:
+        console.print(f"[yellow]{escape(stats.recovered)}[/]")
     console.print(
         f"indexed {stats.files} files in {stats.seconds:.2f} s: "
         f"{stats.parsed} parsed, {stats.unchanged} unchanged, {stats.removed} removed; "
@@ -260,6 +293,45 @@ def index(
     if len(stats.failures) > 20:
         console.print(f"  … and {len(stats.failures) - 20} more (see --format json of retrieve)")
     console.print(f"[dim]index file: {opened.index.path}[/]")
+
+
+@app.command()
+def vet(
+    artifact: Annotated[
+        Path, typer.Argument(help="The file holding what the model produced (- for stdin).")
+    ],
+    trace: Annotated[
+        Path,
+        typer.Option(
+            "--trace", help="The trace file that `ctx04 retrieve --trace` wrote for the session."
+        ),
+    ],
+    disable: DisableOption = None,
+) -> None:
+    """Check a model's artifact against everything retrieved in the session.
+
+    Retrieved code is untrusted data, never a template: an artifact whose
+    tokens are more than 90% one retrieved block is rejected with exit code 1.
+    Exit 0 when it passes, 2 on bad input.
+
+    Example: ctx04 vet patch.diff --trace session.jsonl
+    """
+    from ctx04_core.vetting import TraceError, evidence_from_trace
+    from ctx04_core.vetting import vet as judge
+
+    text = read_text_file(artifact, "artifact")
+    try:
+        evidence = evidence_from_trace(trace)
+    except TraceError as err:
+        fail(str(err))
+    with bad_input_exits_2():
+        verdict = judge(text, evidence, disable=disable or ())
+    if verdict.accepted:
+        Console().print(f"accepted: checked against {len(evidence)} retrieved blocks")
+        return
+    for reason in verdict.reasons:
+        Console(stderr=True).print(f"rejected: {escape(reason)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(1)
 
 
 @app.command()

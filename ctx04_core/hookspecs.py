@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from ctx04_core.types import (
         Candidate,
         ContextSlice,
+        Diagnostic,
+        Evidence,
         Excerpt,
         ParsedFile,
         Query,
@@ -100,22 +102,31 @@ def prune(
 
 @hookspec(firstresult=True)
 def assemble(
-    query: Query, excerpts: tuple[Excerpt, ...], repo: Repo, settings: Settings
+    query: Query,
+    excerpts: tuple[Excerpt, ...],
+    diagnostics: tuple[Diagnostic, ...],
+    repo: Repo,
+    settings: Settings,
 ) -> ContextSlice | None:
-    """Render the excerpts into the context slice within the token budget.
+    """Render the excerpts into the context slice within the budgets.
 
-    Called once per retrieval, last. The returned slice's ``tokens`` is the
-    token count of exactly its ``text`` and never exceeds
-    ``settings.budget_tokens``; the pipeline checks this. First result wins;
-    at least one implementation must be enabled.
+    Called once per retrieval, last, with the coverage diagnostics so far
+    (recall, refused files). The returned slice's ``tokens`` is the token
+    count of exactly its ``text`` and never exceeds ``settings.budget_tokens``
+    (the pipeline checks this); its ``diagnostics`` are the given ones plus
+    what the caps omitted, and its text ends with their summary. Each entry
+    carries the evidence (source reference and text) it rendered. First
+    result wins; at least one implementation must be enabled.
     """
 
 
 @hookspec
-def vet(artifact: str, context: ContextSlice) -> str | None:
-    """Check an artifact a model produced against the slice it was shown.
+def vet(artifact: str, evidence: tuple[Evidence, ...]) -> str | None:
+    """Check an artifact a model produced against the retrieved blocks it was shown.
 
-    Called on every enabled plugin whenever a harness vets an artifact;
-    collected. Return a rejection reason, or None to pass. Any rejection
-    rejects the artifact.
+    Called on every enabled plugin whenever a harness vets an artifact (an
+    edit, a command, a proposed tool) before it becomes state; collected.
+    ``evidence`` holds every block rendered to the model, each with its
+    source reference. Return a rejection reason, or None to pass. Any
+    rejection rejects the artifact.
     """

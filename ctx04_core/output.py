@@ -6,6 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ctx04_core.pipeline import Retrieval
+from ctx04_core.trace import manifest, query_json, rendered_references
 
 SCHEMA = "ctx04.context-slice.v1"
 
@@ -13,39 +14,17 @@ SCHEMA = "ctx04.context-slice.v1"
 def retrieval_json(result: Retrieval) -> dict[str, Any]:
     shown = {entry.excerpt.ranked.rank: entry for entry in result.context.entries}
     candidates = []
-    for ranked in result.candidates:
-        c = ranked.candidate
-        entry = shown.get(ranked.rank)
-        candidates.append(
-            {
-                "rank": ranked.rank,
-                "path": c.span.path,
-                "start_line": c.span.start_line,
-                "end_line": c.span.end_line,
-                "qualname": c.qualname,
-                "kind": c.kind,
-                "sources": list(c.sources),
-                "score": round(ranked.score, 6),
-                "included": bool(entry and entry.included),
-                "tokens": entry.tokens if entry and entry.included else 0,
-                "text": entry.text if entry and entry.included else "",
-            }
-        )
-    q = result.query
+    for record in manifest(result):
+        entry = shown.get(record["rank"])
+        candidates.append({**record, "text": entry.text if entry and entry.included else ""})
     return {
         "schema": SCHEMA,
         "repo": {"root": str(result.root), "base": result.base},
-        "query": {
-            "identifiers": list(q.identifiers),
-            "unresolved": list(q.unresolved),
-            "error_strings": list(q.error_strings),
-            "test_names": list(q.test_names),
-            "file_paths": list(q.file_paths),
-            "goal_hint": q.goal_hint,
-        },
+        "query": query_json(result.query),
         "budget_tokens": result.context.budget_tokens,
         "tokens": result.context.tokens,
         "candidates": candidates,
+        "references": rendered_references(result),
         "diagnostics": {
             "coverage": [asdict(d) for d in result.diagnostics],
             "index": {
@@ -59,6 +38,7 @@ def retrieval_json(result: Retrieval) -> dict[str, Any]:
                     {"path": p, "status": s, "message": m} for p, s, m in result.index.failures
                 ],
                 "seconds": round(result.index.seconds, 3),
+                "recovered": result.index.recovered,
             },
             "recalled": result.recalled,
             "plugins": list(result.plugins),

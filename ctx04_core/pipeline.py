@@ -55,10 +55,16 @@ def open_repo(
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Repo, RefreshStats]:
     """Open the repository's code index and bring it up to date."""
-    globs = tuple(sorted({g for found in pm.hook.source_globs() for g in found}))
+    globs = tuple(sorted({g for found in pm.hook.source_globs() for g in found or ()}))
     index = CodeIndex.open(root, index_dir)
-    stats = index.refresh(pm, globs, settings, progress)
-    return Repo(root, index, globs, settings.max_file_bytes), stats
+    try:
+        stats = index.refresh(pm, globs, settings, progress)
+    except BaseException:
+        index.close()
+        raise
+    base, trouble = git_base(root)
+    notes = () if trouble is None else (trouble,)
+    return Repo(root, index, globs, settings.max_file_bytes, base, notes), stats
 
 
 def retrieve(
@@ -100,7 +106,7 @@ def retrieve(
         workspace.index.close()
     return Retrieval(
         root=root,
-        base=git_base(root),
+        base=workspace.base,
         query=query,
         settings=settings,
         candidates=stages.ranked,
@@ -147,15 +153,14 @@ def run_stages(
         excerpts = [whole_excerpt(r, repo) for r in ranked]
         excerpts = [e for e in excerpts if e.lines]
     context: ContextSlice = hook.assemble(
-        query=query, excerpts=tuple(excerpts), repo=repo, settings=settings
+        query=query, excerpts=tuple(excerpts), diagnostics=tuple(diagnostics) + repo.diagnostics,
+        repo=repo, settings=settings,
     )
     if context.tokens > settings.budget_tokens:
         raise AssertionError(
             f"assemble plugin broke the token cap: {context.tokens} > {settings.budget_tokens}"
         )
-    diagnostics.extend(repo.diagnostics)
-    diagnostics.extend(context.diagnostics)
-    return StageResult(context, tuple(ranked), tuple(diagnostics), dict(sorted(counts.items())))
+    return StageResult(context, tuple(ranked), context.diagnostics, dict(sorted(counts.items())))
 
 
 def whole_excerpt(ranked: RankedCandidate, repo: Repo) -> Excerpt:

@@ -9,17 +9,18 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ctx04_core.subprocesses import run_bounded
 from ctx04_core.types import Diagnostic
 
 if TYPE_CHECKING:
     from ctx04_core.index import CodeIndex
 
 GIT_TIMEOUT_S = 2.0
+GIT_MAX_OUTPUT_BYTES = 4096
 
 
 class RepoError(ValueError):
@@ -42,20 +43,24 @@ def resolve_root(path: str | Path) -> Path:
     return root.resolve()
 
 
-def git_base(root: Path) -> str | None:
-    """The HEAD commit, or None outside git or when git does not answer in time."""
+def git_base(root: Path) -> tuple[str | None, Diagnostic | None]:
+    """The HEAD commit, or None outside git; a diagnostic when git did not answer."""
     try:
-        done = subprocess.run(
+        done = run_bounded(
             ["git", "-C", str(root), "rev-parse", "--verify", "--quiet", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=GIT_TIMEOUT_S,
-            check=False,
+            cwd=root, timeout_s=GIT_TIMEOUT_S, max_stdout_bytes=GIT_MAX_OUTPUT_BYTES,
         )
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    commit = done.stdout.strip()
-    return commit if done.returncode == 0 and len(commit) == 40 else None
+    except OSError as err:
+        return None, Diagnostic("unavailable", f"git could not run: {err.strerror or err}")
+    if done.stopped == "timeout":
+        return None, Diagnostic(
+            "unavailable", f"git did not answer within {GIT_TIMEOUT_S:g} s",
+            detail="git rev-parse HEAD",
+        )
+    commit = done.stdout.decode("ascii", "replace").strip()
+    if done.returncode == 0 and len(commit) == 40:
+        return commit, None
+    return None, None  # not a git repository, or no commit yet
 
 
 def split_lines(text: str) -> tuple[str, ...]:
@@ -70,26 +75,34 @@ class Repo:
     """What stages may read: the root, the index, and files via :meth:`source`."""
 
     def __init__(
-        self, root: Path, index: CodeIndex, globs: tuple[str, ...], max_file_bytes: int
+        self,
+        root: Path,
+        index: CodeIndex,
+        globs: tuple[str, ...],
+        max_file_bytes: int,
+        base: str | None = None,
+        diagnostics: tuple[Diagnostic, ...] = (),
     ) -> None:
         self.root = root
         self.index = index
         self.globs = globs
         self.max_file_bytes = max_file_bytes
+        self.base = base  # git HEAD when git could tell
+        self._opening = diagnostics
         self._sources: dict[str, SourceFile | None] = {}
-        self._diagnostics: dict[str, Diagnostic] = {}
+        self._refused: dict[str, Diagnostic] = {}
 
     @property
     def diagnostics(self) -> tuple[Diagnostic, ...]:
-        """Files refused so far, each once, in the order they were asked for."""
-        return tuple(self._diagnostics.values())
+        """What opening the repository reported, then each refused file once."""
+        return self._opening + tuple(self._refused.values())
 
     def source(self, path: str) -> SourceFile | None:
         """The file's lines, or None (with a diagnostic) when it may not be read."""
         if path not in self._sources:
             found = self._read(path)
             if isinstance(found, str):
-                self._diagnostics[path] = Diagnostic("excluded", found, path)
+                self._refused[path] = Diagnostic("excluded", found, path)
             self._sources[path] = found if isinstance(found, SourceFile) else None
         return self._sources[path]
 

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
+
+from ctx04_core.subprocesses import run_bounded
+
+# A listing this large is not a repository a retrieval can serve interactively.
+MAX_LISTING_BYTES = 64 * 1024 * 1024
 
 
 class RipgrepMissing(RuntimeError):
     """No ``rg`` binary next to the interpreter or on PATH."""
+
+
+class SearchUnavailable(RuntimeError):
+    """rg overran its deadline or output bound, or failed outright."""
 
 
 def rg_binary() -> str:
@@ -55,22 +63,24 @@ def list_files(
     """Repo-relative source files, sorted, as ripgrep would search them.
 
     Honours ``.gitignore`` and skips hidden files and symlinks, so the index
-    and lexical recall see the same set of files.
+    and lexical recall see the same set of files. Raises SearchUnavailable
+    when rg overruns its deadline or output bound, or lists nothing and fails.
     """
     if not globs:
         return []
-    done = subprocess.run(
-        [rg_binary(), "--files", "--sort", "path", "--null", *glob_args(globs),
+    done = run_bounded(
+        [rg_binary(), "--files", "--sort", "path", "--null", "--no-config", *glob_args(globs),
          *exclusion_args(exclude_globs), "."],
-        cwd=root,
-        capture_output=True,
-        timeout=timeout_s,
-        check=False,
+        cwd=root, timeout_s=timeout_s, max_stdout_bytes=MAX_LISTING_BYTES,
     )
-    if done.returncode not in (0, 1):
-        message = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        # rg exits 2 when some entries could not be read; the rest are still listed.
-        if not done.stdout:
-            raise RuntimeError(f"rg --files failed: {message[0] if message else done.returncode}")
+    if done.stopped == "timeout":
+        raise SearchUnavailable(f"listing the source files of {root} took over {timeout_s:g} s")
+    if done.stopped == "output_limit":
+        raise SearchUnavailable(
+            f"the list of source files of {root} is over {MAX_LISTING_BYTES} bytes"
+        )
+    # rg exits 2 when some entries could not be read; the rest are still listed.
+    if done.returncode not in (0, 1) and not done.stdout:
+        raise SearchUnavailable(f"rg --files failed: {done.first_error_line()}")
     names = done.stdout.decode("utf-8", "surrogateescape").split("\0")
     return [name.removeprefix("./") for name in names if name]

@@ -38,8 +38,33 @@ class Settings:
     prune_floor: float = 1e-3
     # §3.6 token cap
     budget_tokens: int = 4000
-    # source-references budgets
+    # §3.7 vetting: an artifact sharing more than this share of its tokens
+    # with one retrieved block is a verbatim reproduction
+    vet_overlap_threshold: float = 0.9
+    # Evidence budgets (repository-source-references). A file over
+    # max_file_bytes is excluded whole, never read as a prefix; a shown line is
+    # cut to max_line_bytes at a UTF-8 boundary. The block cap lets the token
+    # cap bind on ordinary code (about 4 bytes a token) and stops text that
+    # tokenizes densely; headings (references) have their own budget.
     max_file_bytes: int = 1024 * 1024
+    max_line_bytes: int = 160
+    max_block_bytes: int = 16 * 1024
+    max_reference_bytes: int = 4 * 1024
+    # Limits the compact profile sets; None means only the budgets above apply.
+    max_search_terms: int | None = None
+    max_paths: int | None = None
+    max_quoted_lines: int | None = None
+    max_quoted_bytes: int | None = None
+
+    @classmethod
+    def compact(cls, **overrides: Any) -> Settings:
+        """The source-references document's budgets exactly: 4 search terms,
+        8 paths, 10 lines, 2 KiB of quoted text, an 8 KiB block."""
+        profile = cls(
+            max_search_terms=4, max_paths=8, max_quoted_lines=10, max_quoted_bytes=2 * 1024,
+            max_block_bytes=8 * 1024, max_reference_bytes=2 * 1024,
+        )
+        return profile.with_overrides(**overrides)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

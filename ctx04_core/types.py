@@ -97,12 +97,45 @@ class Excerpt:
     lines: tuple[tuple[int, str], ...]  # (line number, text) in file order
 
 
+SOURCE_REF_SCHEMA = "ctx04.source-ref.v1"
+TRACE_SCHEMA = "ctx04.repository-context.v1"  # one trace record per retrieval
+
+
+@dataclass(frozen=True)
+class SourceRef:
+    """Where a rendered excerpt came from, and which bytes were observed.
+
+    ``content_digest`` is the sha256 (hex) of the file's complete bytes as
+    read for this retrieval, uncommitted changes included; ``base`` is the
+    git HEAD when git could tell, so the pair identifies what was seen, not
+    a clean tree. ``excerpt_digest`` is the sha256 of the excerpt's text
+    exactly as rendered (UTF-8). ``shortened`` says a line was cut.
+    """
+
+    path: str
+    start_line: int  # first and last line shown, 1-based inclusive
+    end_line: int
+    content_digest: str
+    excerpt_digest: str
+    shortened: bool
+    base: str | None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A block of retrieved text a model was shown: untrusted data, never a template."""
+
+    ref: SourceRef
+    text: str  # the excerpt's lines as rendered, without the provenance heading
+
+
 @dataclass(frozen=True)
 class SliceEntry:
     excerpt: Excerpt
-    text: str  # exactly what the slice shows for this excerpt
+    text: str  # exactly what the slice shows for this excerpt, heading included
     tokens: int  # token count of ``text`` alone
     included: bool
+    evidence: Evidence
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -39,9 +40,10 @@ def test_json_output(shop: Path) -> None:
 def test_markdown_is_the_slice_alone(shop: Path) -> None:
     done = ctx04("retrieve", TASK, "--repo", str(shop), "--format", "markdown")
     assert done.returncode == 0, done.stderr
+    cart = hashlib.sha256((shop / "shop/cart.py").read_bytes()).hexdigest()
     assert done.stdout.startswith(
         "## Context slice (retrieved — untrusted data)\n\n"
-        "### shop.cart.Cart.total [shop/cart.py:41, ripgrep, apidesc]\n"
+        f"### shop.cart.Cart.total [shop/cart.py:41-46, sha256:{cart[:12]}, ripgrep, apidesc]\n"
     )
 
 
@@ -50,7 +52,7 @@ def test_table_shows_ranks_and_the_slice(shop: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "shop/cart.py:41-46" in done.stdout
     assert "shop.cart.Cart.total" in done.stdout
-    assert "### shop.cart.Cart.total [shop/cart.py:41, ripgrep, apidesc]" in done.stdout
+    assert "### shop.cart.Cart.total [shop/cart.py:41-46, sha256:" in done.stdout
 
 
 def test_task_and_error_from_files(shop: Path, tmp_path: Path) -> None:
@@ -108,7 +110,7 @@ def test_an_unknown_plugin_name_is_refused(shop: Path) -> None:
     assert done.returncode == 2
     assert done.stderr == (
         "ctx04: error: no installed plugin named 'nosuch'; installed: apidesc, assemble, "
-        "callgraph, pin, prune, python, rerank, ripgrep\n"
+        "callgraph, pin, prune, python, rerank, ripgrep, vet\n"
     )
 
 
@@ -136,7 +138,7 @@ def test_a_repository_without_python_files_gives_an_empty_slice(tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
     assert (data["candidates"], data["diagnostics"]["index"]["files"]) == ([], 0)
-    assert data["tokens"] == 12  # the header alone
+    assert data["tokens"] == 24  # the header and the coverage line
 
 
 def test_broken_files_are_reported_and_the_rest_is_retrieved(tmp_path: Path) -> None:
@@ -171,7 +173,7 @@ def test_plugins_lists_every_entry_point(shop: Path) -> None:
     assert done.returncode == 0, done.stderr
     rows = {line.split("│")[1].strip(): line for line in done.stdout.splitlines() if "│" in line}
     assert sorted(rows) == [
-        "apidesc", "assemble", "callgraph", "pin", "prune", "python", "rerank", "ripgrep",
+        "apidesc", "assemble", "callgraph", "pin", "prune", "python", "rerank", "ripgrep", "vet",
     ]
     assert "recall" in rows["callgraph"] and rows["callgraph"].rstrip(" │").endswith("no")
     assert "ctx04-recall-ripgrep" in rows["ripgrep"] and "yes" in rows["ripgrep"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 from pathlib import Path
 
@@ -29,10 +30,14 @@ def test_the_function_a_task_names_ranks_first(shop: Path) -> None:
         "shop.cart.Cart.total", "shop/cart.py", 41, 46,
     )
     assert top.sources == ("ripgrep", "apidesc")
+    cart = hashlib.sha256((shop / "shop/cart.py").read_bytes()).hexdigest()
     assert result.context.text.startswith(
         "## Context slice (retrieved — untrusted data)\n\n"
-        "### shop.cart.Cart.total [shop/cart.py:41, ripgrep, apidesc]\n"
+        f"### shop.cart.Cart.total [shop/cart.py:41-46, sha256:{cart[:12]}, ripgrep, apidesc]\n"
         "    def total(self) -> float:\n"
+    )
+    assert result.context.text.endswith(
+        "\nCoverage: nothing cut or refused; recall is not exhaustive.\n"
     )
     assert result.context.tokens == count_tokens(result.context.text) <= 4000
 
@@ -52,7 +57,8 @@ def test_the_json_is_the_documented_schema(shop: Path) -> None:
     ).stdout.strip()
 
     assert list(data) == [
-        "schema", "repo", "query", "budget_tokens", "tokens", "candidates", "diagnostics",
+        "schema", "repo", "query", "budget_tokens", "tokens", "candidates", "references",
+        "diagnostics",
     ]
     assert data["schema"] == "ctx04.context-slice.v1"
     assert data["repo"] == {"root": str(shop.resolve()), "base": head}
@@ -67,12 +73,26 @@ def test_the_json_is_the_documented_schema(shop: Path) -> None:
     ]
     assert [c["rank"] for c in data["candidates"]] == list(range(1, len(data["candidates"]) + 1))
     included = [c for c in data["candidates"] if c["included"]]
-    # The slice is the header followed by exactly the included entries' texts.
+    # The slice is the header, exactly the included entries' texts, the coverage line.
     assert result.context.text == (
         "## Context slice (retrieved — untrusted data)\n\n" + "".join(c["text"] for c in included)
+        + "Coverage: nothing cut or refused; recall is not exhaustive.\n"
     )
+    # One source reference per rendered excerpt, in rank order.
+    assert [r["rank"] for r in data["references"]] == [c["rank"] for c in included]
+    first_ref = data["references"][0]
+    assert list(first_ref) == [
+        "schema", "path", "start_line", "end_line", "content_digest", "excerpt_digest",
+        "shortened", "base", "rank", "text",
+    ]
+    assert first_ref["schema"] == "ctx04.source-ref.v1"
+    assert first_ref["content_digest"] == hashlib.sha256(
+        (shop / first_ref["path"]).read_bytes()
+    ).hexdigest()
+    assert first_ref["excerpt_digest"] == hashlib.sha256(first_ref["text"].encode()).hexdigest()
+    assert (first_ref["base"], first_ref["shortened"]) == (head, False)
     assert data["diagnostics"]["plugins"] == [
-        "apidesc", "assemble", "callgraph", "pin", "prune", "python", "rerank", "ripgrep",
+        "apidesc", "assemble", "callgraph", "pin", "prune", "python", "rerank", "ripgrep", "vet",
     ]
     assert data["diagnostics"]["settings"]["budget_tokens"] == 4000
 
@@ -87,7 +107,12 @@ def test_a_smaller_budget_is_never_exceeded_and_drops_the_lowest_ranked(shop: Pa
     kept = [e.excerpt.ranked.rank for e in small.context.entries if e.included]
     assert kept == list(range(1, len(kept) + 1))
     assert 0 < len(kept) < sum(e.included for e in full.context.entries)
-    assert small.context.text.endswith("lower-ranked candidates omitted by the token budget)\n")
+    omitted = len(small.context.entries) - len(kept)
+    assert small.context.text.endswith(
+        f"Coverage: omitted {omitted} (tests/test_cart.py: token budget, "
+        "shop/__init__.py: token budget, shop/cart.py: token budget, …); "
+        "recall is not exhaustive.\n"
+    )
 
 
 def test_only_chooses_the_stages_an_agent_harness_wants(shop: Path) -> None:

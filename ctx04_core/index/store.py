@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import sqlite3
-import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -59,6 +58,7 @@ class RefreshStats:
     # syntax_error, too_large, binary, not_utf8, unreadable, no_parser.
     failures: tuple[tuple[str, str, str], ...]
     seconds: float
+    recovered: str | None = None  # set when an unreadable index file was replaced
 
 
 @dataclass(frozen=True)
@@ -126,10 +126,8 @@ class CodeIndex:
             listed = ripgrep.list_files(
                 self.root, globs, settings.exclude_globs, settings.search_timeout_s
             )
-        except subprocess.TimeoutExpired as err:
-            raise IndexUnavailable(
-                f"listing the source files of {self.root} took over {err.timeout:g} s"
-            ) from err
+        except ripgrep.SearchUnavailable as err:
+            raise IndexUnavailable(str(err)) from err
         # A file name that is not UTF-8 cannot be stored, nor named to a model.
         paths = [rel for rel in listed if _is_utf8(rel)]
         self._names = None
@@ -155,6 +153,7 @@ class CodeIndex:
             edges=edges,
             failures=tuple(self.failures()),
             seconds=time.perf_counter() - started,
+            recovered=self.recovered,
         )
 
     def _refresh(

@@ -11,6 +11,8 @@ deliberate deviations:
 - ``--no-config`` so a user's ``RIPGREP_CONFIG_PATH`` cannot change the result;
 - ``--max-filesize`` = ``settings.max_file_bytes``: a file larger than that
   can never be shown, so its hits must not use up the cap;
+- ``--max-columns 200``: only a hit's path and line number are used, so a
+  long matched line need not be copied through the pipe;
 - the source globs come from the enabled parser plugins (``repo.globs``),
   given as an rg file type rather than ``-g`` (a ``-g`` glob would override
   ``.gitignore`` and, given last, the exclusions), and the exclusions from
@@ -24,28 +26,28 @@ more, the first ones in path order are kept, ripgrep is stopped, and the
 result carries ``Diagnostic(kind="unavailable", reason="truncated")``: a cut
 result is never presented as complete. A run longer than
 ``settings.search_timeout_s`` is killed and reported with
-``reason="timeout"``; the hits read before the kill are kept.
+``reason="timeout"``; the hits read before the kill are kept. With
+``settings.max_search_terms`` set (the compact profile: 4), later terms are
+not searched and an ``omitted`` diagnostic names them.
 """
 
 from __future__ import annotations
 
-import os
-import selectors
-import subprocess
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.ripgrep import RipgrepMissing, exclusion_args, glob_args, rg_binary
 from ctx04_core.settings import Settings
+from ctx04_core.subprocesses import run_bounded
 from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Span
 
 SOURCE = "ripgrep"
-_READ_CHUNK = 64 * 1024
+# Only the path and line number of a hit are used: a long matched line is
+# replaced by rg's short "[Omitted long line]" note, which bounds the output.
+_MAX_COLUMNS = 200
+_MAX_OUTPUT_BYTES = 4 * 1024 * 1024
 # rg's exit status when it searched without error but matched nothing.
 _NO_MATCH = 1
 
@@ -72,6 +74,7 @@ def rg_command(term: str, globs: tuple[str, ...], settings: Settings) -> list[st
     return [
         rg_binary(), "--no-heading", "--line-number", "--color", "never", "--null",
         "--sort", "path", "--no-config", "--max-filesize", str(settings.max_file_bytes),
+        "--max-columns", str(_MAX_COLUMNS),
         "-F", "-e", term, ".", *exclusion_args(settings.exclude_globs), *glob_args(globs),
     ]
 
@@ -102,76 +105,46 @@ def _take_records(buffer: bytearray, hits: list[tuple[str, int]], limit: int) ->
 def search_term(root: Path, term: str, globs: tuple[str, ...], settings: Settings) -> TermResult:
     """Run ripgrep for one term, reading its output as it comes, within the caps."""
     cap = settings.hits_per_term
+    done = run_bounded(
+        rg_command(term, globs, settings), cwd=root, timeout_s=settings.search_timeout_s,
+        max_stdout_bytes=_MAX_OUTPUT_BYTES,
+        # One hit more than the cap proves the result is cut; rg need not go on.
+        enough=lambda out: out.count(b"\n") > cap,
+    )
     result = TermResult()
-    # stderr goes to a file so a flood of warnings can never block rg while we
-    # wait on stdout.
-    with (
-        tempfile.TemporaryFile() as errors,
-        subprocess.Popen(
-            rg_command(term, globs, settings),
-            cwd=root, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errors,
-        ) as proc,
-    ):
-        assert proc.stdout is not None  # stdout=PIPE guarantees it
-        try:
-            stopped = _read_hits(proc.stdout.fileno(), result, cap + 1, settings.search_timeout_s)
-        except BaseException:
-            proc.kill()  # rg must not outlive a failed read
-            raise
-        if stopped is not None:
-            proc.kill()
-        proc.wait()
-        if stopped == "truncated":
-            del result.hits[cap:]
-            result.diagnostics.append(Diagnostic(
-                "unavailable", "truncated",
-                detail=f"{term!r}: more than {cap} hits, kept the first {cap}",
-            ))
-        elif stopped == "timeout":
-            result.diagnostics.append(Diagnostic("unavailable", "timeout", detail=term))
-        elif proc.returncode not in (0, _NO_MATCH):
-            # Exit 2: some file or glob could not be searched; the hits found are still real.
-            errors.seek(0)
-            message = errors.read().decode("utf-8", "replace").strip().splitlines()
-            result.diagnostics.append(Diagnostic(
-                "unavailable", "search_failed",
-                detail=f"{term!r}: {message[0] if message else f'rg exit {proc.returncode}'}",
-            ))
+    _take_records(bytearray(done.stdout), result.hits, cap + 1)
+    if done.stopped in ("enough", "output_limit") or len(result.hits) > cap:
+        del result.hits[cap:]
+        result.diagnostics.append(Diagnostic(
+            "unavailable", "truncated",
+            detail=f"{term!r}: more than {cap} hits, kept the first {len(result.hits)}",
+        ))
+    elif done.stopped == "timeout":
+        result.diagnostics.append(Diagnostic("unavailable", "timeout", detail=term))
+    elif done.returncode not in (0, _NO_MATCH):
+        # Exit 2: some file or glob could not be searched; the hits found are still real.
+        result.diagnostics.append(Diagnostic(
+            "unavailable", "search_failed", detail=f"{term!r}: {done.first_error_line()}",
+        ))
     return result
-
-
-def _read_hits(
-    fd: int, result: TermResult, limit: int, timeout_s: float
-) -> Literal["truncated", "timeout"] | None:
-    """Read hits until EOF (None), ``limit`` hits ("truncated") or the deadline ("timeout")."""
-    deadline = time.monotonic() + timeout_s
-    buffer = bytearray()
-    with selectors.DefaultSelector() as selector:
-        selector.register(fd, selectors.EVENT_READ)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return "timeout"
-            if not selector.select(remaining):
-                continue
-            chunk = os.read(fd, _READ_CHUNK)
-            if not chunk:
-                return None
-            buffer += chunk
-            _take_records(buffer, result.hits, limit)
-            if len(result.hits) >= limit:
-                return "truncated"
 
 
 @hookimpl
 def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
     terms = search_terms(query)
+    diagnostics: list[Diagnostic] = []
+    if settings.max_search_terms is not None and len(terms) > settings.max_search_terms:
+        skipped = terms[settings.max_search_terms :]
+        terms = terms[: settings.max_search_terms]
+        diagnostics.append(Diagnostic(
+            "omitted", "search terms budget",
+            detail=f"{len(skipped)} terms not searched: {', '.join(map(repr, skipped))}",
+        ))
     # No source globs means no parser is enabled, so there are no source files
     # to search (and rg without a file type would search every file).
     if not terms or not repo.globs:
         return None
     candidates: list[Candidate] = []
-    diagnostics: list[Diagnostic] = []
     for term in terms:
         try:
             found = search_term(repo.root, term, repo.globs, settings)
