@@ -99,10 +99,12 @@ def short_coverage(diagnostics: Sequence[Diagnostic]) -> str:
 
 
 def _item(diagnostic: Diagnostic) -> str:
+    # A plugin's reason is text like any other: escaped, it cannot break the line.
+    reason = printable(diagnostic.reason)
     if diagnostic.path:
-        text = f"{printable(diagnostic.path)}: {diagnostic.reason}"
+        text = f"{printable(diagnostic.path)}: {reason}"
     elif diagnostic.detail:
-        text = f"{diagnostic.reason}: {printable(diagnostic.detail)}"
+        text = f"{reason}: {printable(diagnostic.detail)}"
     else:
-        text = diagnostic.reason
+        text = reason
     return text if len(text) <= 60 else text[:59] + "…"

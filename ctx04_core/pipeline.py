@@ -64,7 +64,26 @@ def open_repo(
         raise
     base, trouble = git_base(root)
     notes = () if trouble is None else (trouble,)
-    return Repo(root, index, globs, settings.max_file_bytes, base, notes), stats
+    excluded = {
+        path: unusable_reason(status, message, settings)
+        for path, status, message in stats.failures
+        if status in UNUSABLE
+    }
+    return Repo(root, index, globs, settings.max_file_bytes, base, notes, excluded), stats
+
+
+# Index statuses of files no stage may read; a syntax error or a language
+# without a parser still leaves a file searchable and shown as lines.
+UNUSABLE = frozenset({"too_large", "binary", "not_utf8", "unreadable"})
+
+
+def unusable_reason(status: str, message: str, settings: Settings) -> str:
+    """The same wording Repo.source uses, so a refusal reads alike wherever found."""
+    return {
+        "too_large": f"larger than {settings.max_file_bytes} bytes",
+        "binary": "binary (contains a NUL byte)",
+        "not_utf8": "not valid UTF-8",
+    }.get(status, f"unreadable: {message}")
 
 
 def retrieve(

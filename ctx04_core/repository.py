@@ -9,8 +9,10 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ctx04_core.subprocesses import run_bounded
@@ -57,6 +59,12 @@ def git_base(root: Path) -> tuple[str | None, Diagnostic | None]:
             "unavailable", f"git did not answer within {GIT_TIMEOUT_S:g} s",
             detail="git rev-parse HEAD",
         )
+    if done.stopped == "output_limit":
+        # A cut answer is unavailable, not "no commit": say so, as for a timeout.
+        return None, Diagnostic(
+            "unavailable", f"git printed more than {GIT_MAX_OUTPUT_BYTES} bytes",
+            detail="git rev-parse HEAD",
+        )
     commit = done.stdout.decode("ascii", "replace").strip()
     if done.returncode == 0 and len(commit) == 40:
         return commit, None
@@ -82,6 +90,7 @@ class Repo:
         max_file_bytes: int,
         base: str | None = None,
         diagnostics: tuple[Diagnostic, ...] = (),
+        excluded: Mapping[str, str] = MappingProxyType({}),
     ) -> None:
         self.root = root
         self.index = index
@@ -89,8 +98,10 @@ class Repo:
         self.max_file_bytes = max_file_bytes
         self.base = base  # git HEAD when git could tell
         self._opening = diagnostics
-        self._sources: dict[str, SourceFile | None] = {}
-        self._refused: dict[str, Diagnostic] = {}
+        # Files the index already found unusable (path -> reason) are refused
+        # up front: they are part of what the slice cannot show.
+        self._sources: dict[str, SourceFile | None] = dict.fromkeys(excluded)
+        self._refused = {path: Diagnostic("excluded", why, path) for path, why in excluded.items()}
 
     @property
     def diagnostics(self) -> tuple[Diagnostic, ...]:
