@@ -20,6 +20,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ctx04_core.bench.cli import register as register_bench_commands
+
 if TYPE_CHECKING:
     from ctx04_core.pipeline import Retrieval
 
@@ -109,7 +111,7 @@ def retrieve(
     ] = None,
     budget: Annotated[
         int | None,
-        typer.Option("--budget", "-b", min=1, help="Token budget of the slice [default: 4000]."),
+        typer.Option("--budget", "-b", min=1, help="Token budget of the slice \\[default: 4000]."),
     ] = None,
     disable: DisableOption = None,
     output_format: Annotated[
@@ -358,5 +360,9 @@ def plugins(disable: DisableOption = None) -> None:
     Console().print(table)
 
 
+register_bench_commands(app)
+
+
 def main() -> None:
     app()
+

@@ -1,0 +1,386 @@
+"""The benchmark commands: ``ctx04 eval``, ``ctx04 ab`` and ``ctx04 ablate``.
+
+:func:`register` adds them to the ``ctx04`` Typer app. The measuring code
+(trees, gold, the systems) is imported inside the commands so ``ctx04
+--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from ctx04_core.bench.compare import Decision, Paired
+    from ctx04_core.bench.dataset import Instance
+    from ctx04_core.bench.metrics import Summary
+    from ctx04_core.bench.runner import RunConfig
+    from ctx04_core.settings import Settings
+
+DEFAULT_ABLATIONS = ("ripgrep", "apidesc", "callgraph", "rerank", "prune")
+
+
+class SystemName(StrEnum):
+    ctx04 = "ctx04"
+    bm25 = "bm25"
+
+
+DatasetOption = Annotated[
+    Path | None,
+    typer.Option("--dataset", help="SWE-bench JSON Lines: instance_id, repo, base_commit, "
+                 "problem_statement, patch."),
+]
+ReposOption = Annotated[
+    Path | None,
+    typer.Option("--repos", help='JSON mapping "owner/name" to a local git directory '
+                 "(a bare repository or a .git folder)."),
+]
+IdsOption = Annotated[
+    Path | None, typer.Option("--ids", help="Evaluate only these instances: one id a line.")
+]
+LimitOption = Annotated[
+    int | None, typer.Option("--limit", min=1, help="Evaluate only the first N instances.")
+]
+BudgetOption = Annotated[
+    int | None,
+    typer.Option("--budget", "-b", min=1, help="Token budget of the slice \\[default: 4000]."),
+]
+CacheDirOption = Annotated[
+    Path | None,
+    typer.Option("--cache-dir", help="Where materialised base commits are kept "
+                 "\\[default: the per-user cache folder, ctx04/trees]."),
+]
+
+
+def register(app: typer.Typer) -> None:
+    app.command("eval")(eval_command)
+    app.command("ab")(ab_command)
+    app.command("ablate")(ablate_command)
+
+
+def _fail(message: str) -> NoReturn:
+    from ctx04_core.cli import fail
+
+    fail(message)
+
+
+def eval_command(
+    dataset: DatasetOption = None,
+    repos: ReposOption = None,
+    ids: IdsOption = None,
+    limit: LimitOption = None,
+    disable: Annotated[
+        list[str] | None,
+        typer.Option("--disable", "-d", help="Disable a ctx04 plugin by name (repeatable)."),
+    ] = None,
+    system: Annotated[
+        SystemName,
+        typer.Option(
+            "--system", help="ctx04, or the plain BM25 baseline (needs ctx04\\[bench])."
+        ),
+    ] = SystemName.ctx04,
+    budget: BudgetOption = None,
+    cache_dir: CacheDirOption = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write the per-instance records here (JSONL).")
+    ] = None,
+    compare: Annotated[
+        tuple[Path, Path] | None,
+        typer.Option("--compare", help="Compare two records files instead: A B, deltas B − A."),
+    ] = None,
+) -> None:
+    """Measure retrieval on SWE-bench tasks against the gold of each patch.
+
+    Materialises each base commit from the mapped git directory (cached),
+    derives gold files, lines and symbols from the patch, runs the system and
+    prints the summary: file Acc@1/5/10, function Acc@5/10, recall@1/3/5,
+    MRR, required file/symbol recall, irrelevant-context ratio, tokens, wall
+    time p50/p95 and index build time.
+
+    Example: ctx04 eval --dataset dev.jsonl --repos repos.json --limit 10 --out run.jsonl
+
+    With --compare A.jsonl B.jsonl: the two runs' summaries side by side.
+    """
+    if compare is not None:
+        if dataset or repos or out:
+            _fail("--compare takes two records files; it does not run (drop --dataset/--out)")
+        _compare(*compare)
+        return
+    if dataset is None or repos is None or out is None:
+        _fail("eval needs --dataset, --repos and --out (or --compare A B)")
+    from ctx04_core.bench.runner import RunConfig
+
+    config = RunConfig(
+        system=system.value, settings=_settings(budget), disable=tuple(disable or ()),
+        **_cache(cache_dir),
+    )
+    instances, repo_map = _inputs(dataset, repos, ids, limit)
+    records = _run(instances, repo_map, config, out, system.value)
+    from ctx04_core.bench.metrics import summarise
+
+    title = f"{system.value}" + (f" without {', '.join(config.disable)}" if config.disable else "")
+    _show_summary(summarise(records), title)
+    Console().print(f"[dim]records: {escape(str(out))}[/]")
+
+
+def ab_command(
+    current: Annotated[Path, typer.Option("--current", help="Records of the current system.")],
+    candidate: Annotated[
+        Path, typer.Option("--candidate", help="Records of the candidate system.")
+    ],
+) -> None:
+    """The spec §7.4 decision: does the candidate win against the current system?
+
+    Win iff one of recall@1/3/5, MRR, required file/symbol recall strictly
+    improves, none regresses, the irrelevant-context ratio and tokens do not
+    rise, and the end-to-end guards hold (resolve rate not lower, cost and
+    tokens at most 1.5×) when the records carry resolved/cost/e2e_tokens.
+    Exit 0 on win, 1 on lose, 2 on bad input.
+    """
+    from ctx04_core.bench.compare import ab_decision
+
+    paired = _paired(current, candidate)
+    if not paired.a:
+        _fail(f"{current} and {candidate} have no instance in common")
+    decision = ab_decision(paired)
+    _show_decision(decision, paired)
+    if not decision.win:
+        raise typer.Exit(1)
+
+
+def ablate_command(
+    dataset: DatasetOption = None,
+    repos: ReposOption = None,
+    ids: IdsOption = None,
+    limit: LimitOption = None,
+    plugins: Annotated[
+        str,
+        typer.Option("--plugins", help="Comma-separated plugins to disable, one at a time."),
+    ] = ",".join(DEFAULT_ABLATIONS),
+    budget: BudgetOption = None,
+    cache_dir: CacheDirOption = None,
+    out_dir: Annotated[
+        Path | None,
+        typer.Option("--out-dir", help="Write full.jsonl and no-<plugin>.jsonl here."),
+    ] = None,
+) -> None:
+    """Disable each plugin in turn, everything else fixed, and give the ablation verdict.
+
+    Runs ctx04 with every plugin, then once without each of --plugins; prints
+    each removal's deltas against the full run and "delete" when no metric
+    moved beyond noise (|Δ| ≤ 5 % of the full run's value, Δ = 0 when it is
+    0), else "keep".
+    """
+    if dataset is None or repos is None or out_dir is None:
+        _fail("ablate needs --dataset, --repos and --out-dir")
+    from ctx04_core.bench.compare import ablation_verdict
+    from ctx04_core.bench.metrics import summarise
+    from ctx04_core.bench.runner import RunConfig
+
+    names = [name.strip() for name in plugins.split(",") if name.strip()]
+    if not names:
+        _fail("--plugins names no plugin")
+    instances, repo_map = _inputs(dataset, repos, ids, limit)
+    settings = _settings(budget)
+    runs: dict[str, Summary] = {}
+    for label, disable in [("full", ()), *((f"no-{n}", (n,)) for n in names)]:
+        config = RunConfig(system="ctx04", settings=settings, disable=disable,
+                           **_cache(cache_dir))
+        records = _run(instances, repo_map, config, out_dir / f"{label}.jsonl", label)
+        runs[label] = summarise(records)
+    full = runs.pop("full")
+    verdicts = {label: ablation_verdict(full, summary) for label, summary in runs.items()}
+    _show_ablation(full, runs, verdicts)
+
+
+def _settings(budget: int | None) -> Settings:
+    from ctx04_core.settings import Settings
+
+    return Settings() if budget is None else Settings(budget_tokens=budget)
+
+
+def _cache(cache_dir: Path | None) -> dict[str, Path]:
+    return {} if cache_dir is None else {"cache_dir": cache_dir}
+
+
+def _inputs(
+    dataset: Path, repos: Path, ids: Path | None, limit: int | None
+) -> tuple[list[Instance], dict[str, Path]]:
+    from ctx04_core.bench.dataset import DatasetError, load_instances, load_repo_map
+
+    try:
+        instances = load_instances(dataset, ids, limit)
+        repo_map = load_repo_map(repos)
+    except DatasetError as err:
+        _fail(str(err))
+    if not instances:
+        _fail(f"{dataset}: no instance to evaluate")
+    return instances, repo_map
+
+
+def _run(
+    instances: Sequence[Instance], repo_map: dict[str, Path], config: RunConfig, out: Path,
+    label: str,
+) -> list[dict[str, Any]]:
+    from ctx04_core.bench.runner import RunError, run
+
+    with _progress(len(instances), label) as advance:
+        try:
+            return run(instances, repo_map, config, out, advance)
+        except RunError as err:
+            _fail(str(err))
+        except OSError as err:
+            _fail(f"cannot write {out}: {err.strerror or err}")
+
+
+@contextmanager
+def _progress(total: int, label: str) -> Iterator[Callable[[Instance], None]]:
+    """A progress bar on stderr, one step per instance (only on a terminal)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    from ctx04_core.cli import stderr
+
+    with Progress(
+        "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+        TimeElapsedColumn(), "{task.fields[last]}", console=stderr, transient=True,
+        disable=not stderr.is_terminal,
+    ) as bar:
+        task_id = bar.add_task(label, total=total, last="")
+
+        def advance(instance: Instance) -> None:
+            bar.update(task_id, advance=1, last=instance.instance_id)
+
+        yield advance
+
+
+def _paired(a: Path, b: Path) -> Paired:
+    from ctx04_core.bench.compare import RecordsError, load_records, pair
+
+    try:
+        return pair(load_records(a), load_records(b))
+    except RecordsError as err:
+        _fail(str(err))
+
+
+def _value(metric: str, value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.1f}" if metric in ("tokens", "e2e_tokens") else f"{value:.3f}"
+
+
+def _delta(metric: str, delta: float | None) -> str:
+    if delta is None:
+        return "-"
+    return f"{delta:+.1f}" if metric in ("tokens", "e2e_tokens") else f"{delta:+.3f}"
+
+
+def _timing(summary: Summary) -> list[tuple[str, float | None]]:
+    return [
+        ("seconds_p50", summary.seconds_p50),
+        ("seconds_p95", summary.seconds_p95),
+        ("index_seconds_median", summary.index_seconds_median),
+        ("index_seconds_total", summary.index_seconds_total),
+    ]
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _show_summary(summary: Summary, title: str) -> None:
+    from ctx04_core.bench.metrics import METRICS
+
+    console = Console()
+    console.print(
+        f"ctx04 eval: {escape(title)}: {summary.instances} instances, {summary.errors} errored"
+    )
+    table = Table()
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    for metric in METRICS:
+        table.add_row(metric, _value(metric, summary.means[metric]))
+    for name, seconds in _timing(summary):
+        table.add_row(name, _seconds(seconds))
+    console.print(table)
+
+
+def _compare(a: Path, b: Path) -> None:
+    from ctx04_core.bench.metrics import METRICS, summarise
+
+    paired = _paired(a, b)
+    if not paired.a:
+        _fail(f"{a} and {b} have no instance in common")
+    first, second = summarise(paired.a), summarise(paired.b)
+    console = Console()
+    console.print(
+        f"ctx04 eval --compare: {len(paired.a)} instances in both "
+        f"(only in A: {paired.only_a}, only in B: {paired.only_b}); "
+        f"errored: A {first.errors}, B {second.errors}"
+    )
+    table = Table()
+    for column in ("metric", f"A {escape(a.name)}", f"B {escape(b.name)}", "Δ (B − A)"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for metric in METRICS:
+        x, y = first.means[metric], second.means[metric]
+        table.add_row(metric, _value(metric, x), _value(metric, y), _delta(metric, y - x))
+    for (name, x_s), (_, y_s) in zip(_timing(first), _timing(second), strict=True):
+        delta = None if x_s is None or y_s is None else y_s - x_s
+        table.add_row(name, _seconds(x_s), _seconds(y_s),
+                      "-" if delta is None else f"{delta:+.2f}")
+    console.print(table)
+
+
+def _show_decision(decision: Decision, paired: Paired) -> None:
+    console = Console()
+    console.print(
+        f"ctx04 ab (spec §7.4) over {len(paired.a)} instances in both "
+        f"(only current: {paired.only_a}, only candidate: {paired.only_b})"
+    )
+    table = Table()
+    for column in ("metric", "current", "candidate", "Δ", "rule", "outcome"):
+        table.add_column(column, justify="right" if column in ("current", "candidate", "Δ")
+                         else "left")
+    for row in decision.rows:
+        style = "green" if row.improves else ("red" if not row.ok else "")
+        outcome = f"[{style}]{row.outcome}[/]" if style else row.outcome
+        table.add_row(row.metric, _value(row.metric, row.current),
+                      _value(row.metric, row.candidate), _delta(row.metric, row.delta),
+                      row.rule, outcome)
+    console.print(table)
+    verdict = "[bold green]win[/]" if decision.win else "[bold red]lose[/]"
+    console.print(f"{verdict}: {escape(decision.reason)}")
+
+
+def _show_ablation(
+    full: Summary, runs: dict[str, Summary], verdicts: dict[str, tuple[str, list[str]]]
+) -> None:
+    from ctx04_core.bench.metrics import METRICS
+
+    console = Console()
+    console.print(
+        f"ctx04 ablate: {full.instances} instances, {full.errors} errored in the full run; "
+        "Δ = without the plugin − full"
+    )
+    table = Table()
+    table.add_column("metric")
+    table.add_column("full", justify="right")
+    for label in runs:
+        table.add_column(f"Δ {label}", justify="right")
+    for metric in METRICS:
+        table.add_row(metric, _value(metric, full.means[metric]), *(
+            _delta(metric, summary.means[metric] - full.means[metric])
+            for summary in runs.values()
+        ))
+    table.add_row("verdict", "", *(verdicts[label][0] for label in runs))
+    console.print(table)
+    for label, (verdict, moved) in verdicts.items():
+        why = f"moved beyond noise: {', '.join(moved)}" if moved else "no metric moved beyond noise"
+        console.print(f"{label.removeprefix('no-')}: {verdict} ({why})")

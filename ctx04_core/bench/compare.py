@@ -1,0 +1,172 @@
+"""Comparing runs: side by side, the spec §7.4 A/B decision, the ablation verdict.
+
+Two runs are compared over the instances both contain, so a run cut short
+or restricted by ``--ids`` is compared like for like.
+
+The §7.4 rule: the candidate wins iff at least one of recall@1/3/5, MRR,
+required-file recall and required-symbol recall strictly improves, none of
+them regresses, the irrelevant-context ratio and the tokens retrieved do not
+rise, and the end-to-end guards hold: resolve rate not lower, cost and
+end-to-end tokens per instance at most 1.5 × current. A guard is checked
+only when every compared record of both runs carries its field
+(``resolved``, ``cost``, ``e2e_tokens``); otherwise it is "not measured".
+
+The ablation rule: removing a plugin changes a metric beyond noise when
+``|Δ| > 5 %`` of the full run's value, or ``Δ ≠ 0`` when that value is 0; a
+plugin whose removal changes no metric beyond noise is to be deleted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ctx04_core.bench.metrics import METRICS, Summary, summarise
+
+RETRIEVAL = (
+    "recall@1", "recall@3", "recall@5", "mrr", "required_file_recall", "required_symbol_recall",
+)
+NOISE = ("irrelevant_context_ratio", "tokens")
+# (row name, record field, bound on candidate / current); None: must not be lower.
+GUARDS: tuple[tuple[str, str, float | None], ...] = (
+    ("resolve_rate", "resolved", None),
+    ("cost", "cost", 1.5),
+    ("e2e_tokens", "e2e_tokens", 1.5),
+)
+NOISE_SHARE = 0.05
+# Far below any real change of a mean over instances, far above float rounding,
+# so a change of exactly 5 % is within noise as the rule says.
+_ROUNDING = 1e-9
+
+
+class RecordsError(ValueError):
+    """A records file that cannot be read; the message says which and where."""
+
+
+def load_records(path: Path) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise RecordsError(f"cannot read {path}: {err.strerror or err}") from err
+    records = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise RecordsError(f"{path}:{number}: not JSON ({err})") from err
+        if not isinstance(record, dict) or not isinstance(record.get("metrics"), dict):
+            raise RecordsError(f"{path}:{number}: not a ctx04 eval record")
+        missing = [m for m in METRICS if m not in record["metrics"]]
+        if missing or "instance_id" not in record:
+            raise RecordsError(f"{path}:{number}: record lacks {', '.join(missing) or 'its id'}")
+        records.append(record)
+    return records
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Two runs cut down to the instances both contain, in the first run's order."""
+
+    a: list[dict[str, Any]]
+    b: list[dict[str, Any]]
+    only_a: int  # instances only the first run has
+    only_b: int
+
+
+def pair(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> Paired:
+    b_by_id = {r["instance_id"]: r for r in b}
+    common = [r for r in a if r["instance_id"] in b_by_id]
+    ids = {r["instance_id"] for r in common}
+    return Paired(
+        a=common, b=[b_by_id[r["instance_id"]] for r in common],
+        only_a=len(a) - len(common), only_b=sum(r["instance_id"] not in ids for r in b),
+    )
+
+
+@dataclass(frozen=True)
+class Row:
+    metric: str
+    current: float | None  # None: not measured
+    candidate: float | None
+    rule: str
+    outcome: str  # improves | unchanged | regresses | rises | does not rise | holds | ...
+    ok: bool  # the row does not make the candidate lose
+    improves: bool
+
+    @property
+    def delta(self) -> float | None:
+        if self.current is None or self.candidate is None:
+            return None
+        return self.candidate - self.current
+
+
+@dataclass(frozen=True)
+class Decision:
+    rows: tuple[Row, ...]
+    win: bool
+    reason: str  # names the metrics that decided
+
+
+def ab_decision(paired: Paired) -> Decision:
+    current, candidate = summarise(paired.a), summarise(paired.b)
+    rows = [_retrieval_row(m, current.means[m], candidate.means[m]) for m in RETRIEVAL]
+    rows += [_noise_row(m, current.means[m], candidate.means[m]) for m in NOISE]
+    rows += [_guard_row(name, key, bound, paired) for name, key, bound in GUARDS]
+    failed = [r for r in rows if not r.ok]
+    improved = [r for r in rows if r.improves]
+    if failed:
+        reason = "; ".join(f"{r.metric} {r.outcome}" for r in failed)
+    elif not improved:
+        reason = "no retrieval metric strictly improves"
+    else:
+        reason = ", ".join(r.metric for r in improved) + " improve(s); nothing regresses or rises"
+    return Decision(tuple(rows), bool(improved) and not failed, reason)
+
+
+def _retrieval_row(metric: str, current: float, candidate: float) -> Row:
+    rule = "must not fall; one must rise"
+    if candidate > current:
+        return Row(metric, current, candidate, rule, "improves", True, True)
+    if candidate < current:
+        return Row(metric, current, candidate, rule, "regresses", False, False)
+    return Row(metric, current, candidate, rule, "unchanged", True, False)
+
+
+def _noise_row(metric: str, current: float, candidate: float) -> Row:
+    rises = candidate > current
+    outcome = "rises" if rises else "does not rise"
+    return Row(metric, current, candidate, "must not rise", outcome, not rises, False)
+
+
+def _guard_row(name: str, key: str, bound: float | None, paired: Paired) -> Row:
+    rule = "must not fall" if bound is None else f"at most {bound:g} × current"
+    records = [*paired.a, *paired.b]
+    if not paired.a or any(r.get(key) is None for r in records):
+        return Row(name, None, None, rule, "not measured", True, False)
+    current = sum(float(r[key]) for r in paired.a) / len(paired.a)
+    candidate = sum(float(r[key]) for r in paired.b) / len(paired.b)
+    if bound is None:
+        ok = candidate >= current
+        return Row(name, current, candidate, rule, "holds" if ok else "regresses", ok, False)
+    ok = candidate <= bound * current
+    return Row(name, current, candidate, rule, "within bound" if ok else "over bound", ok, False)
+
+
+def beyond_noise(full: float, ablated: float) -> bool:
+    """Whether removing a step moved a metric by more than noise (the ablation rule)."""
+    delta = ablated - full
+    if full == 0:
+        return delta != 0
+    return abs(delta) > NOISE_SHARE * abs(full) + _ROUNDING
+
+
+def ablation_verdict(full: Summary, ablated: Summary) -> tuple[str, list[str]]:
+    """("delete" | "keep", the metrics the removal moved beyond noise)."""
+    moved = [m for m in METRICS if beyond_noise(full.means[m], ablated.means[m])]
+    return ("keep" if moved else "delete"), moved
+

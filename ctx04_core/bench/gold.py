@@ -1,0 +1,250 @@
+"""The gold context of a task, from its patch and the base commit's files.
+
+- gold files: the files the patch edits that exist at the base commit (the
+  old side is not ``/dev/null``), in patch order;
+- gold lines: per file, the old-side lines the patch deletes or modifies;
+  for a pure insertion (a run of added lines with no deleted line beside
+  it) the line before the insertion point, at least 1;
+- gold symbols: per gold line, the innermost function or method of the base
+  file containing it, else the innermost class, else the file's module node.
+  Files are parsed with the plugin manager's ``parse_file`` hook, so any
+  language with a parser plugin works; a file that does not parse (or that
+  the snapshot lacks) gives the symbol ``(path, None)``: the file itself.
+
+A symbol is identified by ``(path, qualname)``. Its region, used by the
+irrelevant-context ratio, is its own lines: a function's or method's whole
+span, a class's or module's span minus the definitions nested in it (those
+are symbols of their own), the whole file for ``(path, None)``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pluggy
+
+from ctx04_core.repository import split_lines
+from ctx04_core.types import Node, ParsedFile
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_FUNCTIONS = ("function", "method")
+_DEPTH = {"module": 0, "class": 1, "function": 2, "method": 2}
+
+Region = tuple[tuple[int, int], ...]  # inclusive runs of line numbers, sorted
+
+
+@dataclass(frozen=True)
+class GoldSymbol:
+    path: str
+    qualname: str | None  # None: the file itself, which does not parse
+    kind: str  # function | method | class | module | file
+    region: Region
+
+    @property
+    def key(self) -> tuple[str, str | None]:
+        return (self.path, self.qualname)
+
+
+@dataclass(frozen=True)
+class Gold:
+    files: tuple[str, ...]
+    lines: Mapping[str, tuple[int, ...]]  # per gold file, sorted
+    symbols: tuple[GoldSymbol, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "files": list(self.files),
+            "lines": {path: list(lines) for path, lines in self.lines.items()},
+            "symbols": [
+                {"path": s.path, "qualname": s.qualname, "kind": s.kind,
+                 "region": [list(run) for run in s.region]}
+                for s in self.symbols
+            ],
+        }
+
+
+class GoldError(ValueError):
+    """The patch gives no gold: it edits no file that exists at the base commit."""
+
+
+def gold_lines(patch: str) -> dict[str, tuple[int, ...]]:
+    """Old-side gold lines of every file the patch edits that exists at base, in patch order."""
+    found: dict[str, set[int]] = {}
+    parser = _DiffParser(found)
+    for line in patch.splitlines():
+        parser.feed(line)
+    parser.close()
+    return {path: tuple(sorted(lines)) for path, lines in found.items()}
+
+
+def gold_from_patch(patch: str, tree: Path, pm: pluggy.PluginManager) -> Gold:
+    """The gold files, lines and symbols of ``patch`` against the base tree at ``tree``."""
+    lines = gold_lines(patch)
+    if not lines:
+        raise GoldError("the patch edits no file that exists at the base commit")
+    symbols: list[GoldSymbol] = []
+    root = tree.resolve()
+    for path, numbers in lines.items():
+        target = (root / path).resolve()
+        # A patch names its files; one naming a path outside the tree reads nothing.
+        text = _read(target) if target.is_relative_to(root) else None
+        symbols.extend(file_symbols(path, text, numbers, pm))
+    return Gold(tuple(lines), lines, tuple(symbols))
+
+
+def file_symbols(
+    path: str, text: str | None, lines: tuple[int, ...], pm: pluggy.PluginManager
+) -> list[GoldSymbol]:
+    """The gold symbols of one file's gold lines, in order of their first gold line."""
+    whole = GoldSymbol(path, None, "file", ((1, len(split_lines(text))),) if text else ())
+    parsed = _parse(path, text, pm)
+    if parsed is None or not lines:
+        return [whole]
+    chosen: dict[str | None, list[Node]] = {}
+    for line in lines:
+        node = _enclosing(parsed.nodes, line)
+        same = chosen.setdefault(None if node is None else node.qualname, [])
+        if node is not None and node not in same:
+            same.append(node)
+    symbols = []
+    for qualname, nodes in chosen.items():
+        if qualname is None:
+            symbols.append(whole)  # a parser without a module node, past every node
+        else:
+            own = sorted({n for node in nodes for n in own_lines(node, parsed.nodes)})
+            symbols.append(GoldSymbol(path, qualname, nodes[0].kind, runs(own)))
+    return symbols
+
+
+def _enclosing(nodes: tuple[Node, ...], line: int) -> Node | None:
+    """The innermost function or method holding ``line``, else class, else the module."""
+    holding = [n for n in nodes if n.span.start_line <= line <= n.span.end_line]
+    for kinds in (_FUNCTIONS, ("class",), ("module",)):
+        fitting = [n for n in holding if n.kind in kinds]
+        if fitting:
+            return min(fitting, key=lambda n: (n.span.end_line - n.span.start_line,
+                                               -n.span.start_line))
+    return None
+
+
+def own_lines(node: Node, nodes: Sequence[Node]) -> list[int]:
+    """The node's own lines: a function's or method's whole span, a class's or
+    module's span minus every other node of the file nested in it.
+
+    The same lines as :func:`ctx04_core.stages.regions.own_lines`, computed
+    from the file's nodes at hand instead of asking the index per node.
+    """
+    span = node.span
+    if node.kind in _FUNCTIONS:
+        return list(range(span.start_line, span.end_line + 1))
+    nested: set[int] = set()
+    for other in nodes:
+        # A node with the very same span is nested when it is the smaller
+        # kind (a file holding one class and nothing else).
+        inside = span.contains(other.span) and (
+            other.span != span or _DEPTH[other.kind] > _DEPTH[node.kind]
+        )
+        if other is not node and inside:
+            nested.update(range(other.span.start_line, other.span.end_line + 1))
+    return [line for line in range(span.start_line, span.end_line + 1) if line not in nested]
+
+
+def runs(lines: list[int]) -> Region:
+    """Sorted line numbers as inclusive runs: [1, 2, 3, 7] -> ((1, 3), (7, 7))."""
+    found: list[tuple[int, int]] = []
+    for line in lines:
+        if found and line <= found[-1][1] + 1:
+            found[-1] = (found[-1][0], max(found[-1][1], line))
+        else:
+            found.append((line, line))
+    return tuple(found)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _parse(path: str, text: str | None, pm: pluggy.PluginManager) -> ParsedFile | None:
+    if text is None:
+        return None
+    try:
+        parsed: ParsedFile | None = pm.hook.parse_file(path=path, text=text)
+    except SyntaxError:
+        return None
+    return parsed
+
+
+class _DiffParser:
+    """A unified diff, line by line, into old-side gold lines per file."""
+
+    def __init__(self, found: dict[str, set[int]]) -> None:
+        self.found = found
+        self.path: str | None = None  # the old-side path of the file being read
+        self.old = 0  # the next old-side line number
+        self.old_left = self.new_left = 0  # lines still to come in the current hunk
+        self.deleted = False  # the current run of changed lines deletes a line
+        self.insert_at: int | None = None  # old line before which the run inserts
+
+    def feed(self, line: str) -> None:
+        if self.old_left or self.new_left:
+            self._hunk_line(line)
+        elif line.startswith("diff --git "):
+            self.path = None
+        elif line.startswith("--- "):
+            self.path = _old_path(line[4:])
+            if self.path is not None:
+                self.found.setdefault(self.path, set())
+        elif (match := _HUNK.match(line)) and self.path is not None:
+            start, count = int(match[1]), int(match[2] or "1")
+            # With no old lines, the hunk inserts after line ``start``.
+            self.old = start if count else start + 1
+            self.old_left, self.new_left = count, int(match[4] or "1")
+
+    def close(self) -> None:
+        self._end_run()
+
+    def _hunk_line(self, line: str) -> None:
+        assert self.path is not None  # a hunk is only read after its file header
+        mark = line[:1]
+        if mark == "\\":
+            return  # "\ No newline at end of file"
+        if mark == "-":
+            self.found[self.path].add(self.old)
+            self.deleted = True
+            self.old += 1
+            self.old_left -= 1
+        elif mark == "+":
+            if self.insert_at is None:
+                self.insert_at = self.old
+            self.new_left -= 1
+        else:  # context; a blank line is context whose space was stripped
+            self._end_run()
+            self.old += 1
+            self.old_left -= 1
+            self.new_left -= 1
+        if not (self.old_left or self.new_left):
+            self._end_run()
+
+    def _end_run(self) -> None:
+        if self.insert_at is not None and not self.deleted and self.path is not None:
+            self.found[self.path].add(max(1, self.insert_at - 1))
+        self.deleted = False
+        self.insert_at = None
+
+
+def _old_path(name: str) -> str | None:
+    name = name.split("\t", 1)[0].strip()
+    if name == "/dev/null":
+        return None
+    if name.startswith('"') and name.endswith('"'):
+        # git C-quotes a path with special bytes: octal escapes of its UTF-8.
+        unquoted = name[1:-1].encode("ascii", "backslashreplace").decode("unicode_escape")
+        name = unquoted.encode("latin-1").decode("utf-8", "replace")
+    return name[2:] if name.startswith("a/") else name

@@ -1,0 +1,199 @@
+"""Scoring one system's answer for one instance against its gold, and summarising a run.
+
+Definitions (per instance; a run's value is the mean over its instances):
+
+- ``file_acc@k`` (k = 1, 5, 10; SweRank/LocAgent style): 1 when every gold
+  file is among the first k distinct files of the ranked list, in rank order.
+- ``function_acc@k`` (k = 5, 10): 1 when every gold symbol is among the
+  first k distinct symbols of the ranked list.
+- ``recall@k`` (k = 1, 3, 5): the share of gold symbols that are the symbol
+  of one of the first k candidates.
+- ``mrr``: 1 / rank of the first candidate whose symbol is a gold symbol, 0 if none.
+- ``required_file_recall`` / ``required_symbol_recall``: the share of gold
+  files / symbols that are the file / symbol of an included (shown) candidate.
+- ``irrelevant_context_ratio``: the share of the slice's shown lines that
+  are in no gold symbol's region and farther than ``NEAR_LINES`` lines from
+  every gold line of the same file (a line of a file with no gold is
+  irrelevant). A line shown twice counts twice. A slice showing no line
+  scores 1.0: nothing relevant was shown, and an empty slice must not look
+  like a clean one.
+- ``tokens``: the slice's token count.
+
+A candidate's symbol is ``(path, qualname)``; a candidate without a
+qualname (lines of a file that does not parse) stands for the file itself,
+``(path, None)``, which only a file that does not parse has as gold symbol.
+An instance that failed (no tree, no gold, the system raised) counts as a
+retrieval that returned nothing: every metric 0 and the ratio 1.0.
+
+Wall time is summarised over the instances that did not fail, as p50 and
+p95 by the nearest-rank rule (the ceil(p/100 · n)-th smallest value), and
+the index build time as the median and the total of the per-instance index
+refresh seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctx04_core.bench.gold import Gold
+
+NEAR_LINES = 15
+FILE_ACC_KS = (1, 5, 10)
+FUNCTION_ACC_KS = (5, 10)
+RECALL_KS = (1, 3, 5)
+
+# Every metric, in the order tables show them.
+METRICS = (
+    *(f"file_acc@{k}" for k in FILE_ACC_KS),
+    *(f"function_acc@{k}" for k in FUNCTION_ACC_KS),
+    *(f"recall@{k}" for k in RECALL_KS),
+    "mrr",
+    "required_file_recall",
+    "required_symbol_recall",
+    "irrelevant_context_ratio",
+    "tokens",
+)
+LOWER_IS_BETTER = frozenset({"irrelevant_context_ratio", "tokens"})
+FAILED: dict[str, float] = {m: 1.0 if m == "irrelevant_context_ratio" else 0.0 for m in METRICS}
+
+Symbol = tuple[str, str | None]
+
+
+@dataclass(frozen=True)
+class RankedItem:
+    """One ranked candidate as a system returned it."""
+
+    rank: int
+    path: str
+    start_line: int
+    end_line: int
+    qualname: str | None
+    kind: str
+    included: bool  # shown in the slice
+
+    @property
+    def symbol(self) -> Symbol:
+        return (self.path, self.qualname)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank, "path": self.path, "qualname": self.qualname,
+            "start_line": self.start_line, "end_line": self.end_line, "kind": self.kind,
+            "included": self.included,
+        }
+
+
+@dataclass(frozen=True)
+class Shown:
+    """The line numbers the slice shows of one included candidate."""
+
+    path: str
+    lines: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What a system returned for one instance."""
+
+    ranked: tuple[RankedItem, ...]
+    shown: tuple[Shown, ...]
+    tokens: int
+    seconds: float
+    index_seconds: float | None  # the code index refresh, when the system has one
+
+
+def score(gold: Gold, answer: Answer) -> dict[str, float]:
+    """Every metric of one instance."""
+    ranked = sorted(answer.ranked, key=lambda r: r.rank)
+    gold_files = set(gold.files)
+    gold_symbols = {s.key for s in gold.symbols}
+    files = _distinct(r.path for r in ranked)
+    symbols = _distinct(r.symbol for r in ranked)
+    included = [r for r in ranked if r.included]
+    values: dict[str, float] = {}
+    for k in FILE_ACC_KS:
+        values[f"file_acc@{k}"] = float(gold_files <= set(files[:k]))
+    for k in FUNCTION_ACC_KS:
+        values[f"function_acc@{k}"] = float(gold_symbols <= set(symbols[:k]))
+    for k in RECALL_KS:
+        values[f"recall@{k}"] = _share(gold_symbols, {r.symbol for r in ranked[:k]})
+    first = next((r.rank for r in ranked if r.symbol in gold_symbols), None)
+    values["mrr"] = 1.0 / first if first else 0.0
+    values["required_file_recall"] = _share(gold_files, {r.path for r in included})
+    values["required_symbol_recall"] = _share(gold_symbols, {r.symbol for r in included})
+    values["irrelevant_context_ratio"] = irrelevant_ratio(gold, answer.shown)
+    values["tokens"] = float(answer.tokens)
+    return values
+
+
+def irrelevant_ratio(gold: Gold, shown: Iterable[Shown]) -> float:
+    relevant = _relevant_lines(gold)
+    total = irrelevant = 0
+    for part in shown:
+        keep = relevant.get(part.path, frozenset())
+        total += len(part.lines)
+        irrelevant += sum(line not in keep for line in part.lines)
+    return irrelevant / total if total else 1.0
+
+
+def _relevant_lines(gold: Gold) -> dict[str, frozenset[int]]:
+    relevant: dict[str, set[int]] = {}
+    for symbol in gold.symbols:
+        lines = relevant.setdefault(symbol.path, set())
+        for start, end in symbol.region:
+            lines.update(range(start, end + 1))
+    for path, numbers in gold.lines.items():
+        lines = relevant.setdefault(path, set())
+        for n in numbers:
+            lines.update(range(max(1, n - NEAR_LINES), n + NEAR_LINES + 1))
+    return {path: frozenset(lines) for path, lines in relevant.items()}
+
+
+def _distinct(items: Iterable[Any]) -> list[Any]:
+    return list(dict.fromkeys(items))
+
+
+def _share(gold: set[Any], found: set[Any]) -> float:
+    return len(gold & found) / len(gold) if gold else 0.0
+
+
+@dataclass(frozen=True)
+class Summary:
+    instances: int
+    errors: int
+    means: dict[str, float]  # every metric's mean over the instances
+    seconds_p50: float | None  # wall time per instance, over those that did not fail
+    seconds_p95: float | None
+    index_seconds_median: float | None
+    index_seconds_total: float | None
+
+
+def summarise(records: Sequence[Mapping[str, Any]]) -> Summary:
+    """A run's summary from its per-instance records (as ``ctx04 eval --out`` writes them)."""
+    means = {
+        m: statistics.fmean(float(r["metrics"][m]) for r in records) if records else 0.0
+        for m in METRICS
+    }
+    ok = [r for r in records if not r.get("error")]
+    seconds = sorted(float(r["seconds"]) for r in ok if r.get("seconds") is not None)
+    index = [float(r["index_seconds"]) for r in ok if r.get("index_seconds") is not None]
+    return Summary(
+        instances=len(records),
+        errors=len(records) - len(ok),
+        means=means,
+        seconds_p50=nearest_rank(seconds, 50),
+        seconds_p95=nearest_rank(seconds, 95),
+        index_seconds_median=statistics.median(index) if index else None,
+        index_seconds_total=sum(index) if index else None,
+    )
+
+
+def nearest_rank(ordered: Sequence[float], percent: float) -> float | None:
+    """The nearest-rank percentile of sorted values: the ceil(p/100 · n)-th smallest."""
+    if not ordered:
+        return None
+    return ordered[max(1, math.ceil(percent / 100 * len(ordered))) - 1]

@@ -1,0 +1,145 @@
+"""Running one system over a dataset: tree, gold, answer and metrics per instance.
+
+Each instance is one JSON line in the output file, written as soon as it is
+scored, so a long run's finished instances survive an interruption. An
+instance whose tree, gold or retrieval fails is recorded with its ``error``
+and scored as a retrieval that returned nothing; the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pluggy
+
+from ctx04_core.bench.dataset import Instance
+from ctx04_core.bench.gold import gold_from_patch, runs
+from ctx04_core.bench.metrics import FAILED, Answer, score
+from ctx04_core.bench.systems import BM25_SETTINGS, SYSTEMS, run_bm25, run_ctx04
+from ctx04_core.bench.trees import default_cache_dir, materialise, tree_dir
+from ctx04_core.plugins import PluginError, disabled_from_env, enabled_plugins, plugin_manager
+from ctx04_core.settings import Settings
+
+
+class RunError(ValueError):
+    """The run cannot start: an unknown system or plugin, a missing package."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    system: str = "ctx04"
+    settings: Settings = field(default_factory=Settings)
+    disable: tuple[str, ...] = ()
+    cache_dir: Path = field(default_factory=default_cache_dir)
+
+
+@dataclass(frozen=True)
+class _Header:
+    """What every record of a run shares."""
+
+    system: str
+    disabled: list[str]
+    plugins: list[str]
+    settings: dict[str, Any]
+
+
+def run(
+    instances: Sequence[Instance],
+    repos: Mapping[str, Path],
+    config: RunConfig,
+    out: Path,
+    advance: Callable[[Instance], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Evaluate every instance, writing one record a line to ``out``; returns the records."""
+    header = _header(config)
+    gold_pm = plugin_manager()  # the gold does not change with the system's plugins
+    records = []
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as sink:
+        for instance in instances:
+            record = evaluate(instance, repos, config, header, gold_pm)
+            sink.write(json.dumps(record, ensure_ascii=False) + "\n")
+            sink.flush()
+            records.append(record)
+            if advance is not None:
+                advance(instance)
+    return records
+
+
+def _header(config: RunConfig) -> _Header:
+    if config.system not in SYSTEMS:
+        raise RunError(f"unknown system {config.system!r}; choose from {', '.join(SYSTEMS)}")
+    if config.system == "bm25":
+        try:
+            import bm25s  # noqa: F401
+        except ImportError as err:
+            raise RunError(
+                "the bm25 baseline needs the bm25s package: pip install 'ctx04[bench]'"
+            ) from err
+        if config.disable:
+            raise RunError("--disable chooses ctx04's plugins; the bm25 baseline has none")
+        settings = {**BM25_SETTINGS, "budget_tokens": config.settings.budget_tokens}
+        return _Header(config.system, [], [], settings)
+    try:
+        pm = plugin_manager(disable=config.disable)
+    except PluginError as err:
+        raise RunError(str(err)) from err
+    disabled = sorted(set(config.disable) | disabled_from_env())
+    return _Header(config.system, disabled, list(enabled_plugins(pm)), config.settings.to_json())
+
+
+def evaluate(
+    instance: Instance,
+    repos: Mapping[str, Path],
+    config: RunConfig,
+    header: _Header,
+    gold_pm: pluggy.PluginManager,
+) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "instance_id": instance.instance_id, "repo": instance.repo,
+        "base_commit": instance.base_commit, "system": header.system,
+        "disabled": header.disabled, "plugins": header.plugins, "settings": header.settings,
+        "gold": None, "ranked": [], "shown": [], "metrics": dict(FAILED), "tokens": 0,
+        "seconds": None, "index_seconds": None, "tree_seconds": None, "missing_blobs": [],
+        "error": None,
+    }
+    stage = "tree"
+    try:
+        git_dir = repos.get(instance.repo)
+        if git_dir is None:
+            raise LookupError(f"{instance.repo} is not in the repo map")
+        dest = tree_dir(config.cache_dir.resolve(), instance.repo, instance.base_commit)
+        tree = materialise(git_dir, instance.base_commit, dest)
+        record["tree_seconds"] = round(tree.seconds, 3)
+        record["missing_blobs"] = list(tree.missing)
+        stage = "gold"
+        gold = gold_from_patch(instance.patch, tree.root, gold_pm)
+        record["gold"] = gold.to_json()
+        stage = "retrieval"
+        answer = _answer(instance.problem_statement, tree.root, config)
+    # One instance's failure, whatever it is, must not end a run of hundreds.
+    except Exception as err:
+        record["error"] = f"{stage}: {type(err).__name__}: {err}"
+        return record
+    record["ranked"] = [r.to_json() for r in answer.ranked]
+    # The shown lines, as runs, so the irrelevant-context ratio can be checked by hand.
+    record["shown"] = [
+        {"path": s.path, "lines": [list(run) for run in runs(list(s.lines))]}
+        for s in answer.shown
+    ]
+    record["metrics"] = score(gold, answer)
+    record["tokens"] = answer.tokens
+    record["seconds"] = round(answer.seconds, 3)
+    if answer.index_seconds is not None:
+        record["index_seconds"] = round(answer.index_seconds, 3)
+    return record
+
+
+def _answer(task: str, root: Path, config: RunConfig) -> Answer:
+    if config.system == "bm25":
+        return run_bm25(task, root, config.settings)
+    return run_ctx04(task, root, config.settings, config.disable)

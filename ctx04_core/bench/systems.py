@@ -1,0 +1,121 @@
+"""The systems the benchmark runs: ctx04 itself, and a plain BM25 baseline.
+
+Each takes the task text and a materialised tree and returns an
+:class:`~ctx04_core.bench.metrics.Answer`: the ranked candidates, the lines
+its slice shows, the slice's tokens and the wall time.
+
+The BM25 baseline ranks every function, method, class and module node of
+the repository's code index with the ``bm25s`` package (its default
+tokenization, English stopwords, its default Lucene BM25), each document
+being the node's own lines (a function's whole span, a class's or module's
+span minus the definitions nested in it), the query being the whole task.
+Its slice renders the top documents' own lines in rank order, in ctx04's
+own excerpt format, keeping the longest prefix of the ranking whose text
+fits the token budget, so its tokens and irrelevant-context ratio compare
+with ctx04's. Documents scoring 0 (no query term) are not ranked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ctx04_core.bench.metrics import Answer, RankedItem, Shown
+from ctx04_core.settings import Settings
+
+SYSTEMS = ("ctx04", "bm25")
+BM25_TOP_K = 20
+BM25_SETTINGS = {"top_k": BM25_TOP_K, "stopwords": "en", "method": "lucene", "k1": 1.5, "b": 0.75}
+
+
+def run_ctx04(task: str, root: Path, settings: Settings, disable: Iterable[str]) -> Answer:
+    from ctx04_core.pipeline import retrieve
+
+    started = time.perf_counter()
+    result = retrieve(task, root, settings=settings, disable=disable)
+    seconds = time.perf_counter() - started
+    included = [e for e in result.context.entries if e.included]
+    shown_ranks = {e.excerpt.ranked.rank for e in included}
+    ranked = tuple(
+        RankedItem(
+            r.rank, r.candidate.span.path, r.candidate.span.start_line, r.candidate.span.end_line,
+            r.candidate.qualname, r.candidate.kind, r.rank in shown_ranks,
+        )
+        for r in result.candidates
+    )
+    shown = tuple(
+        Shown(e.excerpt.ranked.candidate.span.path, tuple(n for n, _ in e.excerpt.lines))
+        for e in included
+    )
+    return Answer(ranked, shown, result.context.tokens, seconds, result.index.seconds)
+
+
+def run_bm25(task: str, root: Path, settings: Settings) -> Answer:
+    import bm25s
+
+    from ctx04_core.bench.gold import own_lines
+    from ctx04_core.evidence import HEADER, heading, quoted_lines, source_ref
+    from ctx04_core.pipeline import open_repo
+    from ctx04_core.plugins import plugin_manager
+    from ctx04_core.repository import resolve_root
+    from ctx04_core.ripgrep import list_files
+    from ctx04_core.tokens import count_tokens
+    from ctx04_core.types import Candidate, Excerpt, RankedCandidate
+
+    started = time.perf_counter()
+    # Repo reads only files under its root as given, so the root must be resolved.
+    root = resolve_root(root)
+    repo, stats = open_repo(root, plugin_manager(), settings)
+    try:
+        docs: list[tuple[Candidate, list[tuple[int, str]]]] = []
+        for path in list_files(root, repo.globs, settings.exclude_globs,
+                               settings.search_timeout_s):
+            source = repo.source(path)
+            nodes = repo.index.file_nodes(path)
+            if source is None or not nodes:
+                continue
+            for node in nodes:
+                numbers = [n for n in own_lines(node, nodes) if n <= len(source.lines)]
+                if numbers:
+                    candidate = Candidate(node.span, node.kind, node.qualname, ("bm25",))
+                    docs.append((candidate, [(n, source.lines[n - 1]) for n in numbers]))
+        order = _bm25_order(bm25s, task, ["\n".join(t for _, t in lines) for _, lines in docs])
+        text = HEADER
+        ranked: list[RankedItem] = []
+        shown: list[Shown] = []
+        full = False
+        for rank, (index, value) in enumerate(order[:BM25_TOP_K], 1):
+            candidate, lines = docs[index]
+            excerpt = Excerpt(RankedCandidate(candidate, rank, value), tuple(lines))
+            if not full:
+                quoted, shortened, _ = quoted_lines(excerpt, settings.max_line_bytes)
+                source = repo.source(candidate.span.path)
+                digest = source.digest if source is not None else ""
+                ref = source_ref(excerpt, quoted, shortened, digest, repo.base)
+                trial = text + heading(excerpt, ref) + quoted + "\n"
+                # The prefix rule: the first document that does not fit ends the slice.
+                full = count_tokens(trial) > settings.budget_tokens
+                if not full:
+                    text = trial
+                    shown.append(Shown(candidate.span.path, tuple(n for n, _ in lines)))
+            span = candidate.span
+            ranked.append(RankedItem(rank, span.path, span.start_line, span.end_line,
+                                     candidate.qualname, candidate.kind, not full))
+    finally:
+        repo.index.close()
+    return Answer(tuple(ranked), tuple(shown), count_tokens(text), time.perf_counter() - started,
+                  stats.seconds)
+
+
+def _bm25_order(bm25s: Any, task: str, texts: list[str]) -> list[tuple[int, float]]:
+    """(document index, score) of every document scoring above 0, best first, ties by index."""
+    if not texts:
+        return []
+    corpus = bm25s.tokenize(texts, stopwords="en", show_progress=False)
+    retriever = bm25s.BM25()
+    retriever.index(corpus, show_progress=False)
+    query = bm25s.tokenize(task, stopwords="en", return_ids=False, show_progress=False)[0]
+    scores = [float(s) for s in retriever.get_scores(query)]
+    return sorted(((i, s) for i, s in enumerate(scores) if s > 0), key=lambda p: (-p[1], p[0]))

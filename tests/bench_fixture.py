@@ -1,0 +1,135 @@
+"""A tiny benchmark built in the test: a real git history and patches with known gold.
+
+Commit A is the base of instance ``acme__calc-1`` (B fixes ``divide``);
+commit B is the base of ``acme__calc-2`` (C inserts a line into
+``Stats.mean``, changes a module-level and a class-level line, adds a file).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import GIT_ENV, write_files
+
+REPO = "acme/calc"
+
+OPS_A = '''"""Arithmetic helpers."""
+import math
+
+PRECISION = 2
+
+
+def add(a, b):
+    return a + b
+
+
+def divide(a, b):
+    """Divide a by b."""
+    return round(a / b, PRECISION)
+
+
+class Stats:
+    """Running statistics."""
+
+    scale = 1
+
+    def mean(self, values):
+        total = sum(values)
+        return total / len(values)
+
+    def spread(self, values):
+        return (max(values) - min(values)) * self.scale
+
+
+def hypot(a, b):
+    return math.sqrt(a * a + b * b)
+'''
+# B: divide() returns 0.0 for a zero divisor: two lines inserted after line 12.
+OPS_B = OPS_A.replace(
+    "    return round(a / b, PRECISION)\n",
+    "    if b == 0:\n        return 0.0\n    return round(a / b, PRECISION)\n",
+)
+# C (against B): a module-level change (line 4), a class-level one (21) and a pure
+# insertion after line 24, in Stats.mean.
+OPS_C = OPS_B.replace("PRECISION = 2\n", "PRECISION = 4\n").replace(
+    "    scale = 1\n", "    scale = 10\n"
+).replace(
+    "        total = sum(values)\n",
+    "        total = sum(values)\n        if not values:\n            return 0.0\n",
+)
+FMT = '''"""Formatting numbers for display."""
+
+
+def percent(value):
+    return f"{value * 100:.1f}%"
+
+
+def money(value, currency="EUR"):
+    return f"{value:.2f} {currency}"
+'''
+FILES_A: dict[str, str | bytes] = {
+    "calc/__init__.py": '"""A calculator."""\n',
+    "calc/ops.py": OPS_A,
+    "calc/fmt.py": FMT,
+    "README.md": "# calc\n\nArithmetic for the tests.\n",
+}
+TASK_1 = (
+    "divide() crashes with ZeroDivisionError when b is 0\n\n"
+    "Calling calc.ops.divide(1, 0) raises ZeroDivisionError; it should return 0.0 instead."
+)
+TASK_2 = (
+    "Stats.mean fails on an empty list, and the precision is too low\n\n"
+    "Stats.mean([]) raises ZeroDivisionError: division by zero. Also PRECISION should be 4 "
+    "and the Stats scale should be 10."
+)
+
+
+@dataclass(frozen=True)
+class Bench:
+    repo: Path  # the work tree; its .git is the mapped git directory
+    commits: dict[str, str]  # A, B, C
+    dataset: Path
+    repos: Path  # the repo map JSON
+
+
+def git(root: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=root, env=GIT_ENV, check=True, capture_output=True, text=True
+    )
+    return done.stdout
+
+
+def commit_all(root: Path, message: str) -> str:
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", message)
+    return git(root, "rev-parse", "HEAD").strip()
+
+
+def build(tmp: Path) -> Bench:
+    root = tmp / "calc"
+    root.mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    write_files(root, FILES_A)
+    commits = {"A": commit_all(root, "A")}
+    write_files(root, {"calc/ops.py": OPS_B})
+    commits["B"] = commit_all(root, "B: divide by zero")
+    write_files(root, {"calc/ops.py": OPS_C, "calc/new.py": "def fresh():\n    return 1\n"})
+    commits["C"] = commit_all(root, "C: empty mean, precision, scale")
+    instances = [
+        ("acme__calc-1", commits["A"], commits["B"], TASK_1),
+        ("acme__calc-2", commits["B"], commits["C"], TASK_2),
+    ]
+    dataset = tmp / "dataset.jsonl"
+    dataset.write_text("".join(
+        json.dumps({
+            "instance_id": iid, "repo": REPO, "base_commit": base,
+            "problem_statement": task, "patch": git(root, "diff", base, fix),
+        }) + "\n"
+        for iid, base, fix, task in instances
+    ))
+    repos = tmp / "repos.json"
+    repos.write_text(json.dumps({REPO: str(root / ".git")}))
+    return Bench(root, commits, dataset, repos)

@@ -1,0 +1,241 @@
+"""``ctx04 eval``, ``eval --compare``, ``ab`` and ``ablate`` as a user runs them.
+
+The tiny dataset (tests/bench_fixture.py) has two instances over one temp
+git repository; each number below was checked by hand against the records'
+gold and shown lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from bench_fixture import Bench, build
+
+from ctx04_core.bench.metrics import METRICS
+
+CTX04 = str(Path(sys.executable).parent / "ctx04")
+
+
+@dataclass(frozen=True)
+class Runs:
+    bench: Bench
+    tmp: Path
+    env: dict[str, str]
+    ctx04: subprocess.CompletedProcess[str]
+    bm25: subprocess.CompletedProcess[str]
+
+
+def ctx04(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CTX04, *map(str, args)], capture_output=True, text=True, check=False, env=env
+    )
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
+    tmp = tmp_path_factory.mktemp("bench")
+    bench = build(tmp)
+    # Module-scoped, so the per-test cache isolation has not run yet: isolate here.
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "xdg"), "COLUMNS": "200"}
+    env.pop("CTX04_DISABLE", None)
+    common = ("--dataset", bench.dataset, "--repos", bench.repos, "--cache-dir", tmp / "trees")
+    return Runs(
+        bench, tmp, env,
+        ctx04(env, "eval", *common, "--out", tmp / "ctx04.jsonl"),
+        ctx04(env, "eval", *common, "--system", "bm25", "--out", tmp / "bm25.jsonl"),
+    )
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def table(stdout: str) -> dict[str, list[str]]:
+    """The rows of a Rich table: first cell -> the other cells."""
+    rows = {}
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in re.split(r"[│┃]", line)[1:-1]]
+        if cells:
+            rows[cells[0]] = cells[1:]
+    return rows
+
+
+def metrics(**values: float) -> dict[str, float]:
+    return {m: values.get(m.replace("@", "_at_"), 1.0) for m in METRICS}
+
+
+def test_eval_ctx04(runs: Runs) -> None:
+    assert runs.ctx04.returncode == 0, runs.ctx04.stderr
+    first, second = records(runs.tmp / "ctx04.jsonl")
+    assert first["gold"] == {
+        "files": ["calc/ops.py"], "lines": {"calc/ops.py": [12]},
+        "symbols": [{"path": "calc/ops.py", "qualname": "calc.ops.divide", "kind": "function",
+                     "region": [[11, 13]]}],
+    }
+    assert [s["qualname"] for s in second["gold"]["symbols"]] == [
+        "calc.ops", "calc.ops.Stats", "calc.ops.Stats.mean"
+    ]
+    assert (first["system"], first["disabled"], first["error"]) == ("ctx04", [], None)
+    assert first["settings"]["budget_tokens"] == 4000
+    assert [r["qualname"] for r in first["ranked"]] == [
+        "calc.ops.divide", "calc.ops.add", "calc.ops.hypot"
+    ]
+    # hypot's lines 29-30 are more than 15 lines from gold line 12: 2 of 6 lines.
+    assert first["shown"] == [
+        {"path": "calc/ops.py", "lines": [[11, 12]]},
+        {"path": "calc/ops.py", "lines": [[7, 8]]},
+        {"path": "calc/ops.py", "lines": [[29, 30]]},
+    ]
+    assert first["metrics"] == metrics(irrelevant_context_ratio=1 / 3, tokens=164.0)
+    # The module-level gold line (PRECISION) is not found: 2 of 3 symbols.
+    assert [r["qualname"] for r in second["ranked"]] == [
+        "calc.ops.Stats", "calc.ops.Stats.mean", "calc.ops.divide", "calc.ops.Stats.spread"
+    ]
+    assert second["metrics"] == metrics(
+        function_acc_at_5=0.0, function_acc_at_10=0.0, recall_at_1=1 / 3, recall_at_3=2 / 3,
+        recall_at_5=2 / 3, required_symbol_recall=2 / 3, irrelevant_context_ratio=0.0,
+        tokens=152.0,
+    )
+    assert "ctx04 eval: ctx04: 2 instances, 0 errored" in runs.ctx04.stdout
+    rows = table(runs.ctx04.stdout)
+    assert {m: rows[m] for m in METRICS} == {
+        "file_acc@1": ["1.000"], "file_acc@5": ["1.000"], "file_acc@10": ["1.000"],
+        "function_acc@5": ["0.500"], "function_acc@10": ["0.500"], "recall@1": ["0.667"],
+        "recall@3": ["0.833"], "recall@5": ["0.833"], "mrr": ["1.000"],
+        "required_file_recall": ["1.000"], "required_symbol_recall": ["0.833"],
+        "irrelevant_context_ratio": ["0.167"], "tokens": ["158.0"],
+    }
+    for timing in ("seconds_p50", "seconds_p95", "index_seconds_median", "index_seconds_total"):
+        assert re.fullmatch(r"\d+\.\d\d", rows[timing][0])
+
+
+def test_eval_bm25(runs: Runs) -> None:
+    assert runs.bm25.returncode == 0, runs.bm25.stderr
+    first, second = records(runs.tmp / "bm25.jsonl")
+    assert (first["system"], first["settings"]["top_k"], first["error"]) == ("bm25", 20, None)
+    # Every function shares the query's "return"; fmt.py's 4 lines are not in the gold file.
+    assert [r["qualname"] for r in first["ranked"]] == [
+        "calc.ops.divide", "calc.ops.add", "calc.ops.hypot", "calc.fmt.percent",
+        "calc.fmt.money", "calc.ops.Stats.mean", "calc.ops.Stats.spread",
+    ]
+    assert first["metrics"] == metrics(irrelevant_context_ratio=6 / 16, tokens=355.0)
+    assert [r["qualname"] for r in second["ranked"]] == [
+        "calc.ops.Stats", "calc.ops", "calc.ops.Stats.mean", "calc.ops.divide",
+        "calc.ops.Stats.spread",
+    ]
+    assert second["metrics"] == metrics(recall_at_1=1 / 3, irrelevant_context_ratio=0.0,
+                                        tokens=290.0)
+    rows = table(runs.bm25.stdout)
+    assert (rows["recall@1"], rows["irrelevant_context_ratio"], rows["tokens"]) == (
+        ["0.667"], ["0.188"], ["322.5"]
+    )
+
+
+def test_compare(runs: Runs) -> None:
+    done = ctx04(runs.env, "eval", "--compare", runs.tmp / "ctx04.jsonl", runs.tmp / "bm25.jsonl")
+    assert done.returncode == 0, done.stderr
+    assert "2 instances in both (only in A: 0, only in B: 0)" in done.stdout
+    rows = table(done.stdout)
+    assert rows["function_acc@5"] == ["0.500", "1.000", "+0.500"]
+    assert rows["recall@1"] == ["0.667", "0.667", "+0.000"]
+    assert rows["tokens"] == ["158.0", "322.5", "+164.5"]
+
+
+def test_eval_records_failures_and_goes_on(runs: Runs) -> None:
+    lines = runs.bench.dataset.read_text().splitlines()
+    bad_commit = json.loads(lines[0]) | {"instance_id": "acme__calc-9", "base_commit": "0" * 40}
+    unmapped = json.loads(lines[1]) | {"instance_id": "other__x-1", "repo": "other/x"}
+    dataset = runs.tmp / "with-failures.jsonl"
+    dataset.write_text("\n".join([lines[0], json.dumps(bad_commit), json.dumps(unmapped)]) + "\n")
+    ids = runs.tmp / "ids.txt"
+    ids.write_text("acme__calc-9\nacme__calc-1\nother__x-1\n")
+    out = runs.tmp / "failures.jsonl"
+    done = ctx04(runs.env, "eval", "--dataset", dataset, "--repos", runs.bench.repos,
+                 "--cache-dir", runs.tmp / "trees", "--ids", ids, "--out", out)
+    assert done.returncode == 0, done.stderr
+    assert "3 instances, 2 errored" in done.stdout
+    found = records(out)
+    assert [r["instance_id"] for r in found] == ["acme__calc-1", "acme__calc-9", "other__x-1"]
+    assert found[1]["error"].startswith("tree: TreeError: git ls-tree")
+    assert found[2]["error"] == "tree: LookupError: other/x is not in the repo map"
+    assert found[2]["metrics"] == metrics(**{m.replace("@", "_at_"): 0.0 for m in METRICS}) | {
+        "irrelevant_context_ratio": 1.0
+    }
+    assert table(done.stdout)["recall@1"] == ["0.333"]
+
+
+def test_eval_bad_input_exits_2(runs: Runs, tmp_path: Path) -> None:
+    done = ctx04(runs.env, "eval", "--dataset", runs.bench.dataset, "--repos", runs.bench.repos)
+    assert done.returncode == 2 and "needs --dataset, --repos and --out" in done.stderr
+    done = ctx04(runs.env, "eval", "--dataset", runs.bench.dataset, "--repos", runs.bench.repos,
+                 "--disable", "nosuch", "--out", tmp_path / "x.jsonl")
+    assert done.returncode == 2 and "no installed plugin named 'nosuch'" in done.stderr
+    done = ctx04(runs.env, "eval", "--dataset", runs.bench.dataset, "--repos", runs.bench.repos,
+                 "--system", "bm25", "--disable", "prune", "--out", tmp_path / "x.jsonl")
+    assert done.returncode == 2 and "the bm25 baseline has none" in done.stderr
+    missing = tmp_path / "nope.jsonl"
+    done = ctx04(runs.env, "eval", "--compare", missing, missing)
+    assert done.returncode == 2 and "cannot read" in done.stderr
+
+
+def ab_record(iid: str, **values: float) -> str:
+    base = {"recall@1": 0.5, "recall@3": 0.5, "recall@5": 0.5, "mrr": 0.5,
+            "required_file_recall": 0.5, "required_symbol_recall": 0.5,
+            "irrelevant_context_ratio": 0.8, "tokens": 3000.0}
+    all_metrics = {m: 0.0 for m in METRICS} | base | values
+    return json.dumps({"instance_id": iid, "metrics": all_metrics, "seconds": 1.0,
+                       "index_seconds": None, "error": None})
+
+
+def test_ab_win_and_lose(tmp_path: Path, runs: Runs) -> None:
+    current = tmp_path / "current.jsonl"
+    current.write_text(ab_record("a") + "\n" + ab_record("b") + "\n")
+    better = tmp_path / "better.jsonl"
+    better.write_text(ab_record("a", mrr=1.0) + "\n" + ab_record("b") + "\n"
+                      + ab_record("c", mrr=0.0) + "\n")
+    done = ctx04(runs.env, "ab", "--current", current, "--candidate", better)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "over 2 instances in both (only current: 0, only candidate: 1)" in done.stdout
+    rows = table(done.stdout)
+    assert rows["mrr"] == ["0.500", "0.750", "+0.250", "must not fall; one must rise", "improves"]
+    assert rows["tokens"][-1] == "does not rise"
+    assert rows["resolve_rate"] == ["-", "-", "-", "must not fall", "not measured"]
+    assert "win: mrr improve(s); nothing regresses or rises" in done.stdout
+
+    noisier = tmp_path / "noisier.jsonl"
+    noisier.write_text(ab_record("a", mrr=1.0, tokens=3100.0) + "\n" + ab_record("b") + "\n")
+    done = ctx04(runs.env, "ab", "--current", current, "--candidate", noisier)
+    assert done.returncode == 1
+    assert table(done.stdout)["tokens"][-1] == "rises"
+    assert "lose: tokens rises" in done.stdout
+
+
+def test_ablate(runs: Runs) -> None:
+    out = runs.tmp / "ablation"
+    done = ctx04(runs.env, "ablate", "--dataset", runs.bench.dataset, "--repos", runs.bench.repos,
+                 "--cache-dir", runs.tmp / "trees", "--out-dir", out)
+    assert done.returncode == 0, done.stderr
+    names = ["ripgrep", "apidesc", "callgraph", "rerank", "prune"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["full.jsonl", *(f"no-{n}.jsonl" for n in names)]
+    )
+    assert records(out / "full.jsonl")[0]["metrics"] == records(runs.tmp / "ctx04.jsonl")[0][
+        "metrics"
+    ]
+    assert records(out / "no-callgraph.jsonl")[0]["disabled"] == ["callgraph"]
+    verdicts = dict(
+        re.findall(r"^(\w+): (keep|delete) \(", done.stdout, flags=re.MULTILINE)
+    )
+    assert list(verdicts) == names
+    rows = table(done.stdout)
+    assert rows["verdict"] == ["", *verdicts.values()]
+    # Without prune, whole spans are shown: the slice grows.
+    assert verdicts["prune"] == "keep" and rows["tokens"][-1].startswith("+")
