@@ -29,3 +29,22 @@ def tokenize(text: str) -> list[str]:
         if len(parts) > 1:
             terms.extend(part.lower() for part in parts)
     return terms
+
+
+# Words so common in English prose that they say nothing about which code a
+# task concerns; dropping them keeps a search's term budget for the words that do.
+_STOPWORD_TEXT = """
+a about above after again against all also am an and any are as at be because been before
+being below between both but by can could did do does doing down during each few for from
+further had has have having he her here hers him his how i if in into is it its itself just
+me more most my no nor not now of off on once only or other our ours out over own same she
+should so some such than that the their theirs them then there these they this those through
+to too under until up very was we were what when where which while who whom why will with
+would you your yours
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+def content_terms(text: str) -> list[str]:
+    """The distinct terms of ``text`` less stopwords, in first-seen order."""
+    return [term for term in dict.fromkeys(tokenize(text)) if term not in STOPWORDS]

@@ -37,6 +37,7 @@ class Query:
     test_names: tuple[str, ...]
     file_paths: tuple[str, ...]
     goal_hint: str
+    latest_error: str = ""  # the traceback or error output, as given
 
 
 @dataclass(frozen=True)

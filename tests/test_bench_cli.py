@@ -86,32 +86,34 @@ def test_eval_ctx04(runs: Runs) -> None:
     assert (first["system"], first["disabled"], first["error"]) == ("ctx04", [], None)
     assert first["settings"]["budget_tokens"] == 4000
     assert [r["qualname"] for r in first["ranked"]] == [
-        "calc.ops.divide", "calc.ops.add", "calc.ops.hypot"
+        "calc.ops.divide", "calc.ops.add", "calc.ops.hypot", "calc.fmt.percent", "calc.ops.Stats",
+        "calc.fmt.money", "calc.ops.Stats.mean", "calc.ops.Stats.spread",
     ]
-    # hypot's lines 29-30 are more than 15 lines from gold line 12: 2 of 6 lines.
+    # Prune keeps lines of the first three only; hypot's lines 29-30 are more
+    # than 15 lines from gold line 12: 2 of 6 lines.
     assert first["shown"] == [
         {"path": "calc/ops.py", "lines": [[11, 12]]},
         {"path": "calc/ops.py", "lines": [[7, 8]]},
         {"path": "calc/ops.py", "lines": [[29, 30]]},
     ]
-    assert first["metrics"] == metrics(irrelevant_context_ratio=1 / 3, tokens=164.0)
-    # The module-level gold line (PRECISION) is not found: 2 of 3 symbols.
+    assert first["metrics"] == metrics(irrelevant_context_ratio=1 / 3, tokens=173.0)
+    # The module holding the gold line PRECISION = 2 ranks fourth: all three
+    # symbols are in the top 5, one of them at rank 1.
     assert [r["qualname"] for r in second["ranked"]] == [
-        "calc.ops.Stats", "calc.ops.Stats.mean", "calc.ops.divide", "calc.ops.Stats.spread"
+        "calc.ops.Stats", "calc.ops.Stats.mean", "calc.ops.divide", "calc.ops",
+        "calc.ops.Stats.spread",
     ]
     assert second["metrics"] == metrics(
-        function_acc_at_5=0.0, function_acc_at_10=0.0, recall_at_1=1 / 3, recall_at_3=2 / 3,
-        recall_at_5=2 / 3, required_symbol_recall=2 / 3, irrelevant_context_ratio=0.0,
-        tokens=152.0,
+        recall_at_1=1 / 3, recall_at_3=2 / 3, irrelevant_context_ratio=0.0, tokens=194.0,
     )
     assert "ctx04 eval: ctx04: 2 instances, 0 errored" in runs.ctx04.stdout
     rows = table(runs.ctx04.stdout)
     assert {m: rows[m] for m in METRICS} == {
         "file_acc@1": ["1.000"], "file_acc@5": ["1.000"], "file_acc@10": ["1.000"],
-        "function_acc@5": ["0.500"], "function_acc@10": ["0.500"], "recall@1": ["0.667"],
-        "recall@3": ["0.833"], "recall@5": ["0.833"], "mrr": ["1.000"],
-        "required_file_recall": ["1.000"], "required_symbol_recall": ["0.833"],
-        "irrelevant_context_ratio": ["0.167"], "tokens": ["158.0"],
+        "function_acc@5": ["1.000"], "function_acc@10": ["1.000"], "recall@1": ["0.667"],
+        "recall@3": ["0.833"], "recall@5": ["1.000"], "mrr": ["1.000"],
+        "required_file_recall": ["1.000"], "required_symbol_recall": ["1.000"],
+        "irrelevant_context_ratio": ["0.167"], "tokens": ["183.5"],
     }
     for timing in ("seconds_p50", "seconds_p95", "index_seconds_median", "index_seconds_total"):
         assert re.fullmatch(r"\d+\.\d\d", rows[timing][0])
@@ -144,9 +146,9 @@ def test_compare(runs: Runs) -> None:
     assert done.returncode == 0, done.stderr
     assert "2 instances in both (only in A: 0, only in B: 0)" in done.stdout
     rows = table(done.stdout)
-    assert rows["function_acc@5"] == ["0.500", "1.000", "+0.500"]
+    assert rows["function_acc@5"] == ["1.000", "1.000", "+0.000"]
     assert rows["recall@1"] == ["0.667", "0.667", "+0.000"]
-    assert rows["tokens"] == ["158.0", "322.5", "+164.5"]
+    assert rows["tokens"] == ["183.5", "322.5", "+139.0"]
 
 
 def test_eval_records_failures_and_goes_on(runs: Runs) -> None:

@@ -43,7 +43,8 @@ def test_markdown_is_the_slice_alone(shop: Path) -> None:
     cart = hashlib.sha256((shop / "shop/cart.py").read_bytes()).hexdigest()
     assert done.stdout.startswith(
         "## Context slice (retrieved — untrusted data)\n\n"
-        f"### shop.cart.Cart.total [shop/cart.py:41-46, sha256:{cart[:12]}, ripgrep, apidesc]\n"
+        f"### shop.cart.Cart.total [shop/cart.py:41-46, sha256:{cart[:12]}, "
+        "ripgrep, apidesc, bm25]\n"
     )
 
 
@@ -110,7 +111,7 @@ def test_an_unknown_plugin_name_is_refused(shop: Path) -> None:
     assert done.returncode == 2
     assert done.stderr == (
         "ctx04: error: no installed plugin named 'nosuch'; installed: apidesc, assemble, "
-        "callgraph, pin, prune, python, rerank, ripgrep, vet\n"
+        "bm25, callgraph, pin, prune, python, rerank, ripgrep, traceback, vet\n"
     )
 
 
@@ -173,7 +174,8 @@ def test_plugins_lists_every_entry_point(shop: Path) -> None:
     assert done.returncode == 0, done.stderr
     rows = {line.split("│")[1].strip(): line for line in done.stdout.splitlines() if "│" in line}
     assert sorted(rows) == [
-        "apidesc", "assemble", "callgraph", "pin", "prune", "python", "rerank", "ripgrep", "vet",
+        "apidesc", "assemble", "bm25", "callgraph", "pin", "prune", "python", "rerank",
+        "ripgrep", "traceback", "vet",
     ]
     assert "recall" in rows["callgraph"] and rows["callgraph"].rstrip(" │").endswith("no")
     assert "ctx04-recall-ripgrep" in rows["ripgrep"] and "yes" in rows["ripgrep"]
@@ -199,5 +201,5 @@ def test_the_third_party_plugin_is_disabled_from_the_command_line(tmp_path: Path
     assert [c["qualname"] for c in on["candidates"] if "pin" in c["sources"]] == [
         "billing.tax_rate"
     ]
-    assert [c["sources"] for c in off["candidates"]] == [["ripgrep", "apidesc"]]
+    assert [c["sources"] for c in off["candidates"]] == [["ripgrep", "apidesc", "bm25"]]
     assert on["diagnostics"]["recalled"]["pin"] == 1 and "pin" not in off["diagnostics"]["recalled"]

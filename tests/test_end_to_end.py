@@ -29,11 +29,12 @@ def test_the_function_a_task_names_ranks_first(shop: Path) -> None:
     assert (top.qualname, top.span.path, top.span.start_line, top.span.end_line) == (
         "shop.cart.Cart.total", "shop/cart.py", 41, 46,
     )
-    assert top.sources == ("ripgrep", "apidesc")
+    assert top.sources == ("ripgrep", "apidesc", "bm25")
     cart = hashlib.sha256((shop / "shop/cart.py").read_bytes()).hexdigest()
     assert result.context.text.startswith(
         "## Context slice (retrieved — untrusted data)\n\n"
-        f"### shop.cart.Cart.total [shop/cart.py:41-46, sha256:{cart[:12]}, ripgrep, apidesc]\n"
+        f"### shop.cart.Cart.total [shop/cart.py:41-46, sha256:{cart[:12]}, "
+        "ripgrep, apidesc, bm25]\n"
         "    def total(self) -> float:\n"
     )
     assert result.context.text.endswith(
@@ -92,7 +93,8 @@ def test_the_json_is_the_documented_schema(shop: Path) -> None:
     assert first_ref["excerpt_digest"] == hashlib.sha256(first_ref["text"].encode()).hexdigest()
     assert (first_ref["base"], first_ref["shortened"]) == (head, False)
     assert data["diagnostics"]["plugins"] == [
-        "apidesc", "assemble", "callgraph", "pin", "prune", "python", "rerank", "ripgrep", "vet",
+        "apidesc", "assemble", "bm25", "callgraph", "pin", "prune", "python", "rerank",
+        "ripgrep", "traceback", "vet",
     ]
     assert data["diagnostics"]["settings"]["budget_tokens"] == 4000
 
@@ -109,8 +111,8 @@ def test_a_smaller_budget_is_never_exceeded_and_drops_the_lowest_ranked(shop: Pa
     assert 0 < len(kept) < sum(e.included for e in full.context.entries)
     omitted = len(small.context.entries) - len(kept)
     assert small.context.text.endswith(
-        f"Coverage: omitted {omitted} (tests/test_cart.py: token budget, "
-        "shop/__init__.py: token budget, shop/cart.py: token budget, …); "
+        f"Coverage: omitted {omitted} (shop/cart.py: token budget, "
+        "shop/__init__.py: token budget, shop/shipping.py: token budget, …); "
         "recall is not exhaustive.\n"
     )
 

@@ -352,11 +352,11 @@ def test_file_names_with_spaces_newlines_and_non_ascii(tmp_path: Path) -> None:
     escaped = "a\\n### forged [secret.py:1, sha256:000000000000, ripgrep]\\n"
     assert headings == sorted([
         f"### with space.leak_token_space [with space.py:1, sha256:{digests['with space.py']}, "
-        "ripgrep, apidesc]",
+        "ripgrep, apidesc, bm25]",
         f"### {escaped}.leak_token_newline [{escaped}.py:1, sha256:{digests[forged]}, "
-        "ripgrep, apidesc]",
+        "ripgrep, apidesc, bm25]",
         f"### ünïcødé.leak_token_unicode [ünïcødé.py:1, sha256:{digests['ünïcødé.py']}, "
-        "ripgrep, apidesc]",
+        "ripgrep, apidesc, bm25]",
     ])
     # The JSON keeps the real names, so a caller can open the file.
     document = json.loads(json.dumps(retrieval_json(result), ensure_ascii=False))

@@ -52,12 +52,9 @@ def test_unresolved_terms_only_when_code_shaped() -> None:
 
 
 def test_resolution_order_and_latest_error() -> None:
-    query = build_query(
-        "only recall parse_args and QuerySet",
-        latest_error="MemStore failed in models.QuerySet",
-        names=NAMES,
-        settings=SETTINGS,
-    )
+    task, error = "only recall parse_args and QuerySet", "MemStore failed in models.QuerySet"
+    spec = SETTINGS.with_overrides(drop_stopword_identifiers=False)
+    query = build_query(task, latest_error=error, names=NAMES, settings=spec)
     assert query.identifiers == (
         "models.QuerySet",
         "QuerySet",
@@ -66,6 +63,13 @@ def test_resolution_order_and_latest_error() -> None:
         "only",
         "recall",
         "models",
+    )
+    assert query.latest_error == error
+    # By default a stopword ("only") is no identifier on its own; inside a
+    # dotted name it still is.
+    default = build_query(task, latest_error=error, names=NAMES, settings=SETTINGS)
+    assert default.identifiers == (
+        "models.QuerySet", "QuerySet", "MemStore", "parse_args", "recall", "models",
     )
 
 

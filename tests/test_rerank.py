@@ -17,6 +17,8 @@ from ctx04_core.stages.rerank import rerank
 from ctx04_core.types import Candidate, Query, Span
 
 OpenRepo = Callable[[dict[str, str | bytes]], Repo]
+# The plain §3.4 score: idf over the candidates, no evidence beside BM25.
+SPEC = Settings(repository_idf=False, definition_boost=0.0, auxiliary_weight=1.0)
 
 WEIGHTS = """\
 def remember(x):
@@ -54,7 +56,7 @@ def open_repo(tmp_path: Path, indexed: Callable[..., Repo]) -> OpenRepo:
 def test_symbol_match_outranks_comment_match(open_repo: OpenRepo) -> None:
     repo = open_repo({"w.py": WEIGHTS})
     symbol, comment = definition(repo, "w.uses_symbol"), definition(repo, "w.c")
-    settings = Settings()
+    settings = SPEC
     query = query_for("remember memory", repo, settings)
     ranked = rerank(query=query, candidates=(comment, symbol), repo=repo, settings=settings)
     assert [(r.candidate, r.rank) for r in ranked] == [(symbol, 1), (comment, 2)]
@@ -79,7 +81,7 @@ def test_rare_identifier_outranks_frequent_one(
         }
     )
     candidates = tuple(definition(repo, f"use.{name}") for name in ("f0", "f1", "f2", "f3", "g"))
-    settings = Settings()
+    settings = SPEC
     query = query_for("common_call and rare_call", repo, settings)
     ranked = rerank(query=query, candidates=candidates, repo=repo, settings=settings)
     assert ranked[0].candidate.qualname == "use.g"
@@ -97,7 +99,7 @@ def test_top_k_cap_and_tie_order(open_repo: OpenRepo) -> None:
     candidates = tuple(
         Candidate(n.span, n.kind, n.qualname, ("test",)) for n in nodes if n.kind == "function"
     )
-    settings = Settings()
+    settings = SPEC
     ranked = rerank(
         query=query_for("unrelated words", repo, settings),
         candidates=candidates,
@@ -123,7 +125,7 @@ def test_top_k_cap_and_tie_order(open_repo: OpenRepo) -> None:
 
 def test_nothing_to_rank(open_repo: OpenRepo) -> None:
     repo = open_repo({"a.py": "x = 1\n"})
-    settings = Settings()
+    settings = SPEC
     assert (
         rerank(query=query_for("x", repo, settings), candidates=(), repo=repo, settings=settings)
         == []
@@ -160,3 +162,66 @@ def test_own_lines_leave_out_nested_definitions(
     beyond = Candidate(Span("m.py", 13, 40), "lines", None, ("test",))
     assert own_lines(beyond, repo) == [13, 14]
     assert own_lines(Candidate(Span("gone.py", 1, 2), "lines", None, ("test",)), repo) == []
+
+
+EVIDENCE = {
+    "pkg/parse.py": "def parse_date(text):\n    return text.split('-')\n\n\n"
+                    "def parse_time(text):\n    return text.split(':')\n",
+    "pkg/other.py": "def parse_time(text):\n    return text\n",
+    "tests/test_parse.py": "def test_parse_date():\n    assert parse_date('a-b') == ['a', 'b']\n",
+}
+
+
+def ranked_names(repo: Repo, task: str, **overrides: object) -> list[tuple[str, float]]:
+    settings = SPEC.with_overrides(**overrides)
+    candidates = tuple(
+        definition(repo, q) for q in (
+            "pkg.parse.parse_date", "pkg.parse.parse_time", "pkg.other.parse_time",
+            "tests.test_parse.test_parse_date",
+        )
+    )
+    query = query_for(task, repo, settings)
+    ranked = rerank(query=query, candidates=candidates, repo=repo, settings=settings)
+    return [(r.candidate.qualname or "", r.score) for r in ranked]
+
+
+def test_the_spec_score_puts_the_test_second(open_repo: OpenRepo) -> None:
+    repo = open_repo(EVIDENCE)
+    assert [name for name, _ in ranked_names(repo, "parse_date splits on dashes")] == [
+        "pkg.parse.parse_date", "tests.test_parse.test_parse_date", "pkg.other.parse_time",
+        "pkg.parse.parse_time",
+    ]
+
+
+def test_files_of_tests_weigh_less(open_repo: OpenRepo) -> None:
+    repo = open_repo(EVIDENCE)
+    plain = dict(ranked_names(repo, "parse_date splits on dashes"))
+    weighted = dict(ranked_names(repo, "parse_date splits on dashes", auxiliary_weight=0.5))
+    test = "tests.test_parse.test_parse_date"
+    assert weighted[test] == pytest.approx(plain[test] * 0.5)
+    assert weighted["pkg.parse.parse_date"] == plain["pkg.parse.parse_date"]
+
+
+def test_a_rarely_defined_name_counts_more(open_repo: OpenRepo) -> None:
+    repo = open_repo(EVIDENCE)
+    task = "parse_date and parse_time both fail"
+    plain = dict(ranked_names(repo, task))
+    boosted = dict(ranked_names(repo, task, definition_boost=1.0))
+    # parse_date has one definition (boost x2), parse_time two (x1.5).
+    assert boosted["pkg.parse.parse_date"] == pytest.approx(plain["pkg.parse.parse_date"] * 2)
+    assert boosted["pkg.other.parse_time"] == pytest.approx(plain["pkg.other.parse_time"] * 1.5)
+
+
+def test_repository_idf_counts_every_definition(open_repo: OpenRepo) -> None:
+    repo = open_repo(EVIDENCE)
+    scores = dict(ranked_names(repo, "dashes split", repository_idf=True))
+    total, frequency = repo.index.term_statistics(["split", "dashes"])
+    # Seven nodes (three modules, four definitions); "split" is in the own code
+    # of the two functions of pkg/parse.py; "dashes" is in none.
+    assert (total, frequency) == (7, {"split": 2})
+    idf = math.log((7 - 2 + 0.5) / (2 + 0.5) + 1)
+    # 8, 8, 7 and 13 tokens: avgdl 9; parse_date holds "split" once.
+    assert scores["pkg.parse.parse_date"] == pytest.approx(
+        idf * 2.5 / (1 + 1.5 * (0.25 + 0.75 * 8 / 9))
+    )
+    assert scores["pkg.other.parse_time"] == 0.0

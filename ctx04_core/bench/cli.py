@@ -53,6 +53,13 @@ BudgetOption = Annotated[
     int | None,
     typer.Option("--budget", "-b", min=1, help="Token budget of the slice \\[default: 4000]."),
 ]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set", help="Override a setting for this run, NAME=VALUE (repeatable); "
+        "see ctx04_core/settings.py.",
+    ),
+]
 CacheDirOption = Annotated[
     Path | None,
     typer.Option("--cache-dir", help="Where materialised base commits are kept "
@@ -88,6 +95,7 @@ def eval_command(
         ),
     ] = SystemName.ctx04,
     budget: BudgetOption = None,
+    assignments: SetOption = None,
     cache_dir: CacheDirOption = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Write the per-instance records here (JSONL).")
@@ -119,7 +127,7 @@ def eval_command(
     from ctx04_core.bench.runner import RunConfig
 
     config = RunConfig(
-        system=system.value, settings=_settings(budget), disable=tuple(disable or ()),
+        system=system.value, settings=_settings(budget, assignments), disable=tuple(disable or ()),
         **_cache(cache_dir),
     )
     instances, repo_map = _inputs(dataset, repos, ids, limit)
@@ -166,6 +174,7 @@ def ablate_command(
         typer.Option("--plugins", help="Comma-separated plugins to disable, one at a time."),
     ] = ",".join(DEFAULT_ABLATIONS),
     budget: BudgetOption = None,
+    assignments: SetOption = None,
     cache_dir: CacheDirOption = None,
     out_dir: Annotated[
         Path | None,
@@ -189,7 +198,7 @@ def ablate_command(
     if not names:
         _fail("--plugins names no plugin")
     instances, repo_map = _inputs(dataset, repos, ids, limit)
-    settings = _settings(budget)
+    settings = _settings(budget, assignments)
     runs: dict[str, Summary] = {}
     for label, disable in [("full", ()), *((f"no-{n}", (n,)) for n in names)]:
         config = RunConfig(system="ctx04", settings=settings, disable=disable,
@@ -201,10 +210,14 @@ def ablate_command(
     _show_ablation(full, runs, verdicts)
 
 
-def _settings(budget: int | None) -> Settings:
+def _settings(budget: int | None, assignments: list[str] | None) -> Settings:
     from ctx04_core.settings import Settings
 
-    return Settings() if budget is None else Settings(budget_tokens=budget)
+    settings = Settings() if budget is None else Settings(budget_tokens=budget)
+    try:
+        return settings.with_assignments(assignments or [])
+    except ValueError as err:
+        _fail(str(err))
 
 
 def _cache(cache_dir: Path | None) -> dict[str, Path]:

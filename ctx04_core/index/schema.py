@@ -13,9 +13,10 @@ from pathlib import Path
 
 # Bump when the layout changes or the built-in parser extracts something new:
 # every index built before is then rebuilt from scratch.
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 
-# api_index is the spec §4 table; api_fts holds each row's description
+# api_index is the spec §4 table; code_fts holds each node's own code (its
+# span less nested definitions), tokenized alike; api_fts holds each row's description
 # already split by ctx04_core.text.tokenize, so FTS5 only has to split on
 # spaces ("_" kept so identifiers stay whole) and every scorer sees one
 # vocabulary. Edges are found by the last dotted component of their target,
@@ -63,6 +64,7 @@ CREATE VIEW api_index(qualname, kind, signature, docstring, desc_text, file, lin
     FROM nodes n JOIN files f ON f.id = n.file_id
     WHERE n.kind != 'module';
 CREATE VIRTUAL TABLE api_fts USING fts5(tokens, tokenize = "unicode61 tokenchars '_'");
+CREATE VIRTUAL TABLE code_fts USING fts5(tokens, tokenize = "unicode61 tokenchars '_'");
 """
 
 

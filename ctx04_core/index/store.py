@@ -26,6 +26,7 @@ import pluggy
 
 from ctx04_core import ripgrep
 from ctx04_core.index import schema
+from ctx04_core.repository import split_lines
 from ctx04_core.settings import Settings
 from ctx04_core.text import tokenize
 from ctx04_core.types import Edge, Node, ParsedFile, Span
@@ -77,6 +78,7 @@ class _Outcome:
     status: str
     message: str = ""
     parsed: ParsedFile | None = None
+    lines: tuple[str, ...] = ()  # the text of a parsed file, for the code search
 
 
 class CodeIndex:
@@ -94,6 +96,8 @@ class CodeIndex:
         self.recovered = recovered  # one line when an unreadable index was replaced
         self._conn = conn
         self._names: frozenset[str] | None = None
+        self._paths: frozenset[str] | None = None
+        self._vocabulary: int | None = None  # node count, once the vocabulary view exists
 
     @classmethod
     def open(cls, root: Path, index_dir: Path | None = None) -> CodeIndex:
@@ -130,7 +134,7 @@ class CodeIndex:
             raise IndexUnavailable(str(err)) from err
         # A file name that is not UTF-8 cannot be stored, nor named to a model.
         paths = [rel for rel in listed if _is_utf8(rel)]
-        self._names = None
+        self._names = self._paths = None
         with _exclusive(self.path, self.root):
             try:
                 counts = self._refresh(pm, paths, settings, progress)
@@ -251,6 +255,13 @@ class CodeIndex:
             self._names = frozenset(row[0] for row in rows)
         return self._names
 
+    def paths(self) -> frozenset[str]:
+        """The repo-relative paths of every indexed file that parsed."""
+        if self._paths is None:
+            rows = self._conn.execute("SELECT path FROM files WHERE status = 'ok'")
+            self._paths = frozenset(row[0] for row in rows)
+        return self._paths
+
     def lookup(self, name: str) -> list[Node]:
         """Nodes named ``name``, or whose qualname is or ends with a dotted ``name``."""
         last = name.rsplit(".", 1)[-1]
@@ -315,14 +326,46 @@ class CodeIndex:
 
         The score is FTS5's BM25 negated, so higher is better.
         """
-        terms = list(dict.fromkeys(tokenize(text)))[:MAX_QUERY_TOKENS]
+        return self._search("api_fts", list(dict.fromkeys(tokenize(text))), limit)
+
+    def search_code(self, terms: list[str], limit: int) -> list[tuple[Node, float]]:
+        """Definitions whose own code (span less nested definitions) best matches
+        ``terms`` (already tokenized), best first, by FTS5's BM25 negated."""
+        return self._search("code_fts", terms, limit)
+
+    def term_statistics(self, terms: list[str]) -> tuple[int, dict[str, int]]:
+        """How many definitions there are, and in how many one's own code each term occurs.
+
+        Read from the code search's own posting lists, so the numbers are those
+        of the whole repository, not of whatever a query happened to recall.
+        """
+        if self._vocabulary is None:
+            self._conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.code_vocab "
+                "USING fts5vocab(main, code_fts, 'row')"
+            )
+            (total,) = self._conn.execute("SELECT count(*) FROM nodes").fetchone()
+            self._vocabulary = total
+        wanted = list(dict.fromkeys(terms))
+        counts: dict[str, int] = {}
+        for start in range(0, len(wanted), 500):
+            chunk = wanted[start : start + 500]
+            marks = ", ".join("?" * len(chunk))
+            rows = self._conn.execute(
+                f"SELECT term, doc FROM temp.code_vocab WHERE term IN ({marks})", chunk
+            )
+            counts.update((term, doc) for term, doc in rows)
+        return self._vocabulary, counts
+
+    def _search(self, table: str, terms: list[str], limit: int) -> list[tuple[Node, float]]:
+        terms = terms[:MAX_QUERY_TOKENS]
         if not terms or limit <= 0:
             return []
         match = " OR ".join(f'"{term}"' for term in terms)
         rows = self._conn.execute(
-            f"SELECT {_NODE_COLUMNS}, bm25(api_fts) AS score FROM api_fts "
-            "JOIN nodes n ON n.id = api_fts.rowid JOIN files f ON f.id = n.file_id "
-            "WHERE api_fts MATCH ? ORDER BY score, api_fts.rowid LIMIT ?",
+            f"SELECT {_NODE_COLUMNS}, bm25({table}) AS score FROM {table} "
+            f"JOIN nodes n ON n.id = {table}.rowid JOIN files f ON f.id = n.file_id "
+            f"WHERE {table} MATCH ? ORDER BY score, {table}.rowid LIMIT ?",
             (match, limit),
         )
         return [(_node(row[:-1]), -row[-1]) for row in rows]
@@ -386,6 +429,7 @@ class _Writer:
         self.nodes: list[tuple[Any, ...]] = []
         self.edges: list[tuple[int, str, str, str, int]] = []
         self.fts: list[tuple[int, str]] = []
+        self.code: list[tuple[int, str]] = []
 
     def touch(self, file_id: int, size: int, mtime_ns: int) -> None:
         self.touched.append((size, mtime_ns, file_id))
@@ -407,9 +451,10 @@ class _Writer:
              outcome.message, statements)
         )
         if parsed is not None:
-            self._add_nodes(file_id, parsed)
+            self._add_nodes(file_id, parsed, outcome.lines)
 
-    def _add_nodes(self, file_id: int, parsed: ParsedFile) -> None:
+    def _add_nodes(self, file_id: int, parsed: ParsedFile, lines: tuple[str, ...]) -> None:
+        owned = _own_lines(parsed.nodes, len(lines))
         by_qualname: dict[str, list[tuple[int, int, int]]] = {}
         for node in parsed.nodes:
             node_id = self.next_node
@@ -423,6 +468,8 @@ class _Writer:
             if node.kind != "module":
                 description = f"{node.signature} {node.docstring}"
                 self.fts.append((node_id, " ".join(tokenize(description))))
+            code = "\n".join(lines[n - 1] for n in owned.get(node, ()))
+            self.code.append((node_id, " ".join(tokenize(code))))
         for edge in parsed.edges:
             same_name = by_qualname.get(edge.source)
             if not same_name:
@@ -444,6 +491,7 @@ class _Writer:
         nodes_of = "SELECT id FROM nodes WHERE file_id = ?"
         conn.executemany(f"DELETE FROM edges WHERE src_node_id IN ({nodes_of})", self.cleared)
         conn.executemany(f"DELETE FROM api_fts WHERE rowid IN ({nodes_of})", self.cleared)
+        conn.executemany(f"DELETE FROM code_fts WHERE rowid IN ({nodes_of})", self.cleared)
         conn.executemany("DELETE FROM nodes WHERE file_id = ?", self.cleared)
         conn.executemany("DELETE FROM files WHERE id = ?", self.deleted)
         conn.executemany("UPDATE files SET size = ?, mtime_ns = ? WHERE id = ?", self.touched)
@@ -453,9 +501,28 @@ class _Writer:
         conn.executemany("INSERT INTO nodes VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", self.nodes)
         conn.executemany("INSERT INTO edges VALUES (?, ?, ?, ?, ?)", self.edges)
         conn.executemany("INSERT INTO api_fts(rowid, tokens) VALUES (?, ?)", self.fts)
+        conn.executemany("INSERT INTO code_fts(rowid, tokens) VALUES (?, ?)", self.code)
         for rows in (self.cleared, self.deleted, self.touched, self.files, self.nodes,
-                     self.edges, self.fts):
+                     self.edges, self.fts, self.code):
             rows.clear()
+
+
+def _own_lines(nodes: tuple[Node, ...], n_lines: int) -> dict[Node, list[int]]:
+    """Each node's lines not inside a definition nested in it.
+
+    Larger spans are laid down first and nested ones overwrite them, so
+    every line ends up with its innermost node.
+    """
+    owner: list[Node | None] = [None] * (n_lines + 1)
+    for node in sorted(nodes, key=lambda n: n.span.start_line - n.span.end_line):
+        last = min(node.span.end_line, n_lines)
+        owner[node.span.start_line : last + 1] = [node] * max(0, last - node.span.start_line + 1)
+    owned: dict[Node, list[int]] = {}
+    for number in range(1, n_lines + 1):
+        holder = owner[number]
+        if holder is not None:
+            owned.setdefault(holder, []).append(number)
+    return owned
 
 
 def _parse(rel: str, data: bytes, key: str, pm: pluggy.PluginManager) -> _Outcome:
@@ -471,7 +538,7 @@ def _parse(rel: str, data: bytes, key: str, pm: pluggy.PluginManager) -> _Outcom
         return _Outcome(key, "syntax_error", f"line {err.lineno}: {err.msg}")
     if parsed is None:
         return _Outcome(key, "no_parser", "no enabled plugin parses this file")
-    return _Outcome(key, "ok", parsed=parsed)
+    return _Outcome(key, "ok", parsed=parsed, lines=split_lines(text))
 
 
 def _fingerprint(pm: pluggy.PluginManager) -> str:

@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from ctx04_core.settings import Settings
+from ctx04_core.text import STOPWORDS
 from ctx04_core.types import Query
 
 _EXTENSIONS = "py|js|ts|go|rs|java|c|h|toml|json|yaml|yml"
@@ -60,6 +61,10 @@ def build_query(
 ) -> Query:
     texts = [task_text] if latest_error is None else [task_text, latest_error]
     identifiers, unresolved = _identifiers(texts, names)
+    if settings.drop_stopword_identifiers:
+        # "a", "t" and "the" name a function somewhere in most large repositories;
+        # as identifiers they only add noise to every stage that uses them.
+        identifiers = [t for t in identifiers if len(t) > 1 and t.lower() not in STOPWORDS]
     cap, chars = settings.max_identifiers, settings.max_term_chars
     errors_first = texts[::-1]
     tests = ([repro_target] if repro_target else []) + [
@@ -75,6 +80,7 @@ def build_query(
             (m.group() for m in FILE_PATH.finditer(task_text)), settings.max_file_paths, chars
         ),
         goal_hint=goal_hint(task_text, settings.max_goal_hint_chars),
+        latest_error=latest_error or "",
     )
 
 

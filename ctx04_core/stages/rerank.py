@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from ctx04_core.bm25 import bm25_scores, term_weights
+from collections import Counter
+
+from ctx04_core.bm25 import bm25_scores, idf, term_weights
+from ctx04_core.bm25 import score as bm25_score
 from ctx04_core.hookspecs import hookimpl
+from ctx04_core.paths import is_auxiliary_path
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.regions import own_text
@@ -34,7 +38,11 @@ def rerank(
     ]
     names = frozenset(name.lower() for name in repo.index.names())
     weights = term_weights(query_terms(query), names, settings.identifier_weight)
-    scores = bm25_scores(weights, docs, settings.bm25_k1, settings.bm25_b)
+    if settings.repository_idf:
+        scores = _scores_with_repository_idf(weights, docs, repo, settings)
+    else:
+        scores = bm25_scores(weights, docs, settings.bm25_k1, settings.bm25_b)
+    scores = adjusted(scores, candidates, query, repo, settings)
     # Ties keep a fixed order; sort() is stable, so equal keys stay in merge order.
     order = sorted(
         range(len(candidates)),
@@ -44,3 +52,59 @@ def rerank(
         RankedCandidate(candidates[i], rank, scores[i])
         for rank, i in enumerate(order[: settings.top_k], start=1)
     ]
+
+
+def _scores_with_repository_idf(
+    weights: dict[str, float], docs: list[list[str]], repo: Repo, settings: Settings
+) -> list[float]:
+    """BM25 with each term's rarity measured over the whole repository.
+
+    The candidates were recalled because they contain the task's terms, so
+    within them those terms look common; across the repository a name the
+    task gives is rare and should count.
+    """
+    if not docs:
+        return []
+    total, frequency = repo.index.term_statistics(list(weights))
+    idfs = {term: idf(total, frequency.get(term, 0)) for term in weights}
+    avgdl = sum(len(doc) for doc in docs) / len(docs)
+    return [
+        bm25_score(weights, idfs, Counter(doc), len(doc), avgdl, settings.bm25_k1, settings.bm25_b)
+        for doc in docs
+    ]
+
+
+def adjusted(
+    scores: list[float],
+    candidates: tuple[Candidate, ...],
+    query: Query,
+    repo: Repo,
+    settings: Settings,
+) -> list[float]:
+    """The BM25 scores with the evidence BM25 cannot see.
+
+    A definition named by the task counts more the fewer definitions share its
+    name; tests, docs, examples and benchmarks are rarely what a change edits.
+    """
+    rarity = definition_rarity(query, repo)
+    out = []
+    for score, candidate in zip(scores, candidates, strict=True):
+        name = (candidate.qualname or "").rsplit(".", 1)[-1]
+        if candidate.kind != "module" and name in rarity:
+            score *= 1 + settings.definition_boost * rarity[name]
+        if is_auxiliary_path(candidate.span.path):
+            score *= settings.auxiliary_weight
+        out.append(score)
+    return out
+
+
+def definition_rarity(query: Query, repo: Repo) -> dict[str, float]:
+    """1 / number of definitions, for each simple name the task's identifiers resolve to."""
+    rarity: dict[str, float] = {}
+    for identifier in query.identifiers:
+        name = identifier.rsplit(".", 1)[-1]
+        if name not in rarity:
+            found = [n for n in repo.index.lookup(name) if n.kind != "module"]
+            if found:
+                rarity[name] = 1 / len(found)
+    return rarity

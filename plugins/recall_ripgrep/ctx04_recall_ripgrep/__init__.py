@@ -33,6 +33,8 @@ not searched and an ``omitted`` diagnostic names them.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -48,6 +50,7 @@ SOURCE = "ripgrep"
 # replaced by rg's short "[Omitted long line]" note, which bounds the output.
 _MAX_COLUMNS = 200
 _MAX_OUTPUT_BYTES = 4 * 1024 * 1024
+_PARALLEL_SEARCHES = max(2, os.cpu_count() or 1)
 # rg's exit status when it searched without error but matched nothing.
 _NO_MATCH = 1
 
@@ -145,12 +148,17 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
     if not terms or not repo.globs:
         return None
     candidates: list[Candidate] = []
-    for term in terms:
-        try:
-            found = search_term(repo.root, term, repo.globs, settings)
-        except (RipgrepMissing, OSError) as err:
-            diagnostics.append(Diagnostic("unavailable", "search_failed", detail=str(err)))
-            break
+    try:
+        # rg with --sort path runs on one core; a few at once use the others.
+        # map() keeps the terms' order, so the result is that of one-by-one runs.
+        with ThreadPoolExecutor(max_workers=_PARALLEL_SEARCHES) as pool:
+            found_all = list(
+                pool.map(lambda term: search_term(repo.root, term, repo.globs, settings), terms)
+            )
+    except (RipgrepMissing, OSError) as err:
+        diagnostics.append(Diagnostic("unavailable", "search_failed", detail=str(err)))
+        found_all = []
+    for term, found in zip(terms, found_all, strict=False):
         diagnostics.extend(found.diagnostics)
         candidates.extend(
             Candidate(

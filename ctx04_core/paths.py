@@ -1,0 +1,29 @@
+"""What a repository path says about its file, in any language's conventions."""
+
+from __future__ import annotations
+
+import re
+
+_TEST_DIRS = frozenset({"test", "tests", "testing", "__tests__", "spec", "specs", "e2e"})
+# Documentation, examples and benchmarks: code that shows or measures the
+# library rather than being it.
+_AUXILIARY_DIRS = frozenset({
+    "doc", "docs", "example", "examples", "galleries", "tutorials", "benchmarks", "asv_bench",
+})
+# test_x.py, x_test.go, x_tests.rs, x.test.ts, x.spec.js, XTest.java, XTests.cs, conftest.py
+_TEST_FILE = re.compile(
+    r"^(test_.*|.*_tests?\.[^.]+|.*\.(test|spec)\.[^.]+|.*[a-z0-9]Tests?\.[^.]+|conftest\.py)$"
+)
+
+
+def is_test_path(path: str) -> bool:
+    """True for a file of tests."""
+    *folders, name = path.split("/")
+    return bool(_TEST_DIRS.intersection(folders)) or bool(_TEST_FILE.match(name))
+
+
+def is_auxiliary_path(path: str) -> bool:
+    """True for tests, documentation, examples and benchmarks: a change that
+    fixes an issue almost never edits them."""
+    folders = path.split("/")[:-1]
+    return is_test_path(path) or bool(_AUXILIARY_DIRS.intersection(folders))
