@@ -1,0 +1,234 @@
+"""Warm retrieval cost against the bare ripgrep floor, and CLI start-up overhead.
+
+    .venv/bin/python benchmarks/bench_query.py --repo django [--runs 5]
+
+Per repository (pinned tree in the cache folder, its index built once in
+``CACHE/index/<repo>-<commit>`` and warm), for each of the 10 fixed tasks:
+
+- API: ``ctx04_core.pipeline.retrieve(task, tree, index_dir=...)`` in this
+  process (plugin loading, index refresh, query, recall, rank, prune, assemble);
+- CLI: ``ctx04 retrieve --task-file T --repo TREE --index-dir I -o json`` as a
+  child process (interpreter start-up and imports included);
+- floor: the query's terms (``build_query`` over the index's names, then the
+  ripgrep plugin's ``search_terms``) each searched with the plugin's own
+  ``rg_command`` line, one after the other, timed together; twice: run to
+  completion (the bare invocations), and stopped like ctx04 stops them, once
+  more than ``hits_per_term`` (40) hit lines have arrived. On a large
+  repository the capped floor is the fair one: ctx04 never waits for the rest.
+
+Then, once: ``ctx04 --help`` and ``python -c "import ctx04_core"`` against
+``python -c pass`` (the interpreter's own start-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import benchlib as bl
+from ctx04_recall_ripgrep import rg_command, search_terms
+
+from ctx04_core.pipeline import open_repo, retrieve
+from ctx04_core.plugins import plugin_manager
+from ctx04_core.settings import Settings
+from ctx04_core.stages.query import build_query
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    task: bl.Task
+    terms: int
+    api: bl.Stats
+    cli: bl.Stats
+    floor: bl.Stats
+    capped: bl.Stats
+
+
+@dataclass(frozen=True)
+class RepoResult:
+    spec: bl.RepoSpec
+    files: int
+    tasks: list[TaskResult]
+
+
+def warm_index(spec: bl.RepoSpec, args: argparse.Namespace) -> tuple[Path, Path, int]:
+    """The pinned tree and its up-to-date index folder; ctx04 never writes into the tree."""
+    tree = bl.materialise(spec, args.cache_dir, args.mirror_dir)
+    index_dir = args.cache_dir / "index" / spec.tag
+    repo, stats = open_repo(tree, plugin_manager(), Settings(), index_dir)
+    repo.index.close()
+    return tree, index_dir, stats.files
+
+
+def floor_commands(task: bl.Task, tree: Path, index_dir: Path) -> list[list[str]]:
+    """The rg command lines the ripgrep plugin runs for this task's query."""
+    settings = Settings()
+    pm = plugin_manager()
+    repo, _ = open_repo(tree, pm, settings, index_dir)
+    try:
+        query = build_query(task.text, names=repo.index.names(), settings=settings)
+        return [rg_command(term, repo.globs, settings) for term in search_terms(query)]
+    finally:
+        repo.index.close()
+
+
+def run_floor(commands: list[list[str]], tree: Path) -> None:
+    for cmd in commands:
+        subprocess.run(cmd, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                       check=False)
+
+
+def run_capped_floor(commands: list[list[str]], tree: Path, cap: int) -> None:
+    """Each rg killed once it printed more than ``cap`` lines, as the plugin does."""
+    for cmd in commands:
+        proc = subprocess.Popen(cmd, cwd=tree, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL)
+        assert proc.stdout is not None
+        lines = 0
+        while chunk := os.read(proc.stdout.fileno(), 1 << 16):
+            lines += chunk.count(b"\n")
+            if lines > cap:
+                proc.kill()
+                break
+        proc.stdout.close()
+        proc.wait()
+
+
+def measure(spec: bl.RepoSpec, args: argparse.Namespace, scratch: Path) -> RepoResult:
+    tree, index_dir, files = warm_index(spec, args)
+    ctx04 = bl.tool_path("ctx04")
+    cap = Settings().hits_per_term
+    results = []
+    for task in spec.tasks:
+        commands = floor_commands(task, tree, index_dir)
+        api = bl.sample(partial(retrieve, task.text, tree, index_dir=index_dir), args.runs)
+        task_file = scratch / f"{task.id}.txt"
+        task_file.write_text(task.text, encoding="utf-8")
+        cli, _ = bl.sample_child(
+            [ctx04, "retrieve", "--task-file", str(task_file), "--repo", str(tree),
+             "--index-dir", str(index_dir), "-o", "json"],
+            args.runs, what=f"ctx04 retrieve ({task.id})",
+        )
+        floor = bl.sample(partial(run_floor, commands, tree), args.runs)
+        capped = bl.sample(partial(run_capped_floor, commands, tree, cap), args.runs)
+        results.append(TaskResult(task, len(commands), api, cli, floor, capped))
+        print(f"  {task.id}: API {bl.seconds(api.median)}, CLI {bl.seconds(cli.median)}, "
+              f"floor {bl.seconds(floor.median)}, capped {bl.seconds(capped.median)} "
+              f"({len(commands)} terms)", file=sys.stderr, flush=True)
+    return RepoResult(spec, files, results)
+
+
+_KINDS = ("api", "cli", "floor", "capped")
+
+
+def medians(result: RepoResult, cpu: bool = False) -> dict[str, float]:
+    """Per kind, the median over tasks of the per-task medians (wall, or CPU)."""
+    return {k: statistics.median(_median(getattr(t, k), cpu) for t in result.tasks)
+            for k in _KINDS}
+
+
+def sums(result: RepoResult, cpu: bool = False) -> dict[str, float]:
+    """Per kind, the sum over tasks of the per-task medians (wall, or CPU)."""
+    return {k: sum(_median(getattr(t, k), cpu) for t in result.tasks) for k in _KINDS}
+
+
+def _median(stats: bl.Stats, cpu: bool) -> float:
+    return stats.cpu_median if cpu else stats.median
+
+
+def report(result: RepoResult) -> str:
+    def ratios(wall: dict[str, float], cpu: dict[str, float]) -> list[str]:
+        return [bl.ratio(wall["api"], wall["floor"]), bl.ratio(wall["api"], wall["capped"]),
+                bl.ratio(wall["cli"], wall["capped"]), bl.seconds(cpu["api"]),
+                bl.seconds(cpu["capped"]), bl.ratio(cpu["api"], cpu["capped"])]
+
+    rows = []
+    for t in result.tasks:
+        wall = {k: getattr(t, k).median for k in _KINDS}
+        cpu = {k: getattr(t, k).cpu_median for k in _KINDS}
+        rows.append([t.task.id, str(t.terms), *(bl.spread(getattr(t, k)) for k in _KINDS),
+                     *ratios(wall, cpu)])
+    for label, wall, cpu, terms in (
+        ("**median over tasks**", medians(result), medians(result, cpu=True),
+         statistics.median(t.terms for t in result.tasks)),
+        ("**sum over tasks**", sums(result), sums(result, cpu=True),
+         sum(t.terms for t in result.tasks)),
+    ):
+        rows.append([label, f"{terms:g}", *(bl.seconds(wall[k]) for k in _KINDS),
+                     *ratios(wall, cpu)])
+    return bl.markdown_table(
+        ["task", "rg terms", "API median (min–max)", "CLI median (min–max)",
+         "rg floor, full", "rg floor, capped at 41 hits", "API / full floor",
+         "API / capped floor", "CLI / capped floor", "API CPU", "capped floor CPU",
+         "API / capped floor, CPU"], rows,
+    )
+
+
+def startup(runs: int) -> str:
+    python, ctx04 = sys.executable, bl.tool_path("ctx04")
+    commands = [
+        ("`python -c pass` (baseline)", [python, "-c", "pass"]),
+        ('`python -c "import ctx04_core"`', [python, "-c", "import ctx04_core"]),
+        ('`python -c "import ctx04_core.pipeline"`', [python, "-c", "import ctx04_core.pipeline"]),
+        ("`ctx04 --help`", [ctx04, "--help"]),
+    ]
+    measured = [(label, bl.sample_child(cmd, runs)[0]) for label, cmd in commands]
+    base, base_cpu = measured[0][1].median, measured[0][1].cpu_median
+    rows = [[label, bl.seconds(s.median), bl.seconds(s.min), bl.seconds(s.max),
+             bl.ratio(s.median, base), bl.seconds(s.median - base), bl.seconds(s.cpu_median),
+             bl.seconds(s.cpu_median - base_cpu)] for label, s in measured]
+    return bl.markdown_table(
+        ["command", "median", "min", "max", "ratio to `python -c pass`",
+         "overhead (median − baseline)", "CPU median", "CPU overhead"], rows,
+    )
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    bl.add_common_args(parser)
+    parser.add_argument(
+        "--startup-runs", type=int, default=20,
+        help="runs of each start-up command (they take tens of ms; default 20)",
+    )
+    args = parser.parse_args(argv)
+    specs = bl.chosen_specs(args)
+    bl.print_header("ctx04 query benchmark", ["bench_query.py", *argv])
+    (args.cache_dir / "scratch").mkdir(parents=True, exist_ok=True)
+    results = []
+    for spec in specs:
+        with tempfile.TemporaryDirectory(dir=args.cache_dir / "scratch") as scratch:
+            result = measure(spec, args, Path(scratch))
+        results.append(result)
+        print(bl.repo_heading(spec, args.cache_dir / "trees" / spec.tag, result.files))
+        print(f"Warm index; {args.runs} runs per task after 1 warm-up. "
+              "Target (django): API ≤ 3× the floor.\n")
+        print(report(result) + "\n", flush=True)
+    if len(results) > 1:
+        print("### Growth across repositories (median over the 10 tasks of per-task medians)\n")
+        rows = []
+        for r in results:
+            v, c = medians(r), medians(r, cpu=True)
+            rows.append([r.spec.name, str(r.files), *(bl.seconds(v[k]) for k in _KINDS),
+                         bl.ratio(v["api"], v["floor"]), bl.ratio(v["api"], v["capped"]),
+                         bl.seconds(c["api"]), bl.ratio(c["api"], c["capped"])])
+        print(bl.markdown_table(
+            ["repo", "files", "API", "CLI", "rg floor, full", "rg floor, capped",
+             "API / full floor", "API / capped floor", "API CPU", "API / capped floor, CPU"],
+            rows,
+        ))
+        print()
+    print(f"### CLI start-up ({args.startup_runs} runs after 1 warm-up)\n")
+    print("Target: overhead ≤ 150 ms.\n")
+    print(startup(args.startup_runs) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+    print(f"At the end: {bl.load_line()}.")
