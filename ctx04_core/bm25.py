@@ -53,14 +53,20 @@ def score(
 
 
 def bm25_scores(
-    weights: Mapping[str, float], docs: Sequence[Sequence[str]], k1: float, b: float
+    weights: Mapping[str, float],
+    docs: Sequence[Sequence[str]],
+    k1: float,
+    b: float,
+    idfs: Mapping[str, float] | None = None,
 ) -> list[float]:
-    """The score of each token list in ``docs``, the corpus being ``docs`` itself."""
+    """The score of each token list in ``docs``; idf from ``idfs`` when given,
+    else with ``docs`` itself as the corpus."""
     if not docs:
         return []
     counts = [Counter(doc) for doc in docs]
     avgdl = sum(len(doc) for doc in docs) / len(docs)
-    idfs = {term: idf(len(docs), sum(term in c for c in counts)) for term in weights}
+    if idfs is None:
+        idfs = {term: idf(len(docs), sum(term in c for c in counts)) for term in weights}
     return [
         score(weights, idfs, tf, len(doc), avgdl, k1, b)
         for doc, tf in zip(docs, counts, strict=True)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 from ctx04_core.bm25 import bm25_scores, idf, term_weights
-from ctx04_core.bm25 import score as bm25_score
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.paths import is_auxiliary_path
 from ctx04_core.repository import Repo
@@ -63,15 +60,9 @@ def _scores_with_repository_idf(
     within them those terms look common; across the repository a name the
     task gives is rare and should count.
     """
-    if not docs:
-        return []
     total, frequency = repo.index.term_statistics(list(weights))
     idfs = {term: idf(total, frequency.get(term, 0)) for term in weights}
-    avgdl = sum(len(doc) for doc in docs) / len(docs)
-    return [
-        bm25_score(weights, idfs, Counter(doc), len(doc), avgdl, settings.bm25_k1, settings.bm25_b)
-        for doc in docs
-    ]
+    return bm25_scores(weights, docs, settings.bm25_k1, settings.bm25_b, idfs)
 
 
 def adjusted(
