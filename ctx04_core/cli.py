@@ -288,8 +288,13 @@ def index(
     console.print(
         f"indexed {stats.files} files in {stats.seconds:.2f} s: "
         f"{stats.parsed} parsed, {stats.unchanged} unchanged, {stats.removed} removed; "
-        f"{stats.nodes} nodes, {stats.edges} edges, {len(stats.failures)} not parsed"
+        f"{stats.nodes} nodes, {stats.edges} edges, {len(stats.failures)} not parsed in full"
     )
+    if stats.languages:
+        console.print(
+            "languages: " + ", ".join(f"{name} {count}" for name, count in stats.languages),
+            highlight=False,
+        )
     for path, status, message in stats.failures[:20]:
         console.print(f"  [yellow]{status}[/] {escape(path)}: {escape(message)}", highlight=False)
     if len(stats.failures) > 20:

@@ -9,6 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# Node kinds. Parsers of other languages name their type-like definitions
+# after the language (a Rust trait is not a class), but every stage treats a
+# TYPE_KINDS node as Python treats a class: a container whose own lines are
+# what its members leave over.
+FUNCTION_KINDS = frozenset({"function", "method"})
+TYPE_KINDS = frozenset({"class", "struct", "enum", "interface", "trait", "impl", "namespace"})
+CONTAINER_KINDS = TYPE_KINDS | {"module"}
+
 
 @dataclass(frozen=True)
 class Span:
@@ -156,7 +164,7 @@ class Node:
 
     qualname: str
     name: str
-    kind: str  # function | method | class | module
+    kind: str  # one of FUNCTION_KINDS, TYPE_KINDS or "module"
     span: Span
     header_end: int  # last line of the signature (a ``def`` may span lines)
     signature: str  # the header on one line, whitespace folded
@@ -184,3 +192,6 @@ class ParsedFile:
     # statements, just the header), so stages can widen a kept line to the
     # whole statement without re-parsing.
     multiline_statements: tuple[tuple[int, int], ...]
+    # First lines of the regions a parser had to skip (tree-sitter ERROR
+    # nodes): the file is indexed from what did parse, and these are reported.
+    error_lines: tuple[int, ...] = ()

@@ -165,6 +165,7 @@ def test_index_reports_and_refreshes_incrementally(shop: Path, tmp_path: Path) -
     second = ctx04("index", "--repo", str(shop), "--index-dir", str(tmp_path / "idx"))
     assert first.returncode == second.returncode == 0
     assert "indexed 6 files" in first.stdout and "6 parsed, 0 unchanged" in first.stdout
+    assert "languages: python 6\n" in first.stdout
     assert "0 parsed, 6 unchanged, 0 removed" in second.stdout
     assert (tmp_path / "idx" / "index.sqlite3").is_file()
 

@@ -56,8 +56,11 @@ class RefreshStats:
     nodes: int  # total nodes in the index after refresh
     edges: int  # total edges after refresh
     # (path, status, message) of every indexed file that is not parsed:
-    # syntax_error, too_large, binary, not_utf8, unreadable, no_parser.
+    # syntax_error, too_large, binary, not_utf8, unreadable, no_parser; and
+    # partial: parsed, with regions the parser skipped.
     failures: tuple[tuple[str, str, str], ...]
+    # (language, files) of the files parsed in whole or in part, most files first.
+    languages: tuple[tuple[str, int], ...]
     seconds: float
     recovered: str | None = None  # set when an unreadable index file was replaced
 
@@ -156,6 +159,7 @@ class CodeIndex:
             nodes=nodes,
             edges=edges,
             failures=tuple(self.failures()),
+            languages=tuple(self.languages()),
             seconds=time.perf_counter() - started,
             recovered=self.recovered,
         )
@@ -258,7 +262,7 @@ class CodeIndex:
     def paths(self) -> frozenset[str]:
         """The repo-relative paths of every indexed file that parsed."""
         if self._paths is None:
-            rows = self._conn.execute("SELECT path FROM files WHERE status = 'ok'")
+            rows = self._conn.execute("SELECT path FROM files WHERE status IN ('ok', 'partial')")
             self._paths = frozenset(row[0] for row in rows)
         return self._paths
 
@@ -378,8 +382,16 @@ class CodeIndex:
             return ()
         return tuple((start, end) for start, end in json.loads(row[0]))
 
+    def languages(self) -> list[tuple[str, int]]:
+        """(language, number of files) of the parsed files, most files first."""
+        rows = self._conn.execute(
+            "SELECT language, count(*) AS n FROM files WHERE status IN ('ok', 'partial') "
+            "GROUP BY language ORDER BY n DESC, language"
+        )
+        return [(language, count) for language, count in rows]
+
     def failures(self) -> list[tuple[str, str, str]]:
-        """(path, status, message) of every indexed file that did not parse, by path."""
+        """(path, status, message) of every indexed file that did not parse, or only in part."""
         rows = self._conn.execute(
             "SELECT path, status, message FROM files WHERE status != 'ok' ORDER BY path"
         )
@@ -538,6 +550,10 @@ def _parse(rel: str, data: bytes, key: str, pm: pluggy.PluginManager) -> _Outcom
         return _Outcome(key, "syntax_error", f"line {err.lineno}: {err.msg}")
     if parsed is None:
         return _Outcome(key, "no_parser", "no enabled plugin parses this file")
+    if parsed.error_lines:
+        lines = ", ".join(map(str, parsed.error_lines))
+        message = f"indexed around code that does not parse at line(s) {lines}"
+        return _Outcome(key, "partial", message, parsed=parsed, lines=split_lines(text))
     return _Outcome(key, "ok", parsed=parsed, lines=split_lines(text))
 
 

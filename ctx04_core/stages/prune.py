@@ -17,9 +17,9 @@ from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.regions import node_of, own_text
 from ctx04_core.text import tokenize
-from ctx04_core.types import Excerpt, Query, RankedCandidate
+from ctx04_core.types import FUNCTION_KINDS, TYPE_KINDS, Excerpt, Query, RankedCandidate
 
-_SIGNED = frozenset({"function", "method", "class"})
+_SIGNED = FUNCTION_KINDS | TYPE_KINDS
 
 
 def goal_terms(query: Query) -> list[str]:

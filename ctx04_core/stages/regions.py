@@ -8,10 +8,7 @@ same text twice and let a big container outrank the definition that matters.
 from __future__ import annotations
 
 from ctx04_core.repository import Repo
-from ctx04_core.types import Candidate, Node
-
-# Kinds whose nested definitions are separate index nodes.
-_CONTAINERS = frozenset({"class", "module"})
+from ctx04_core.types import CONTAINER_KINDS, Candidate, Node
 
 
 def node_of(candidate: Candidate, repo: Repo) -> Node | None:
@@ -32,7 +29,7 @@ def own_lines(candidate: Candidate, repo: Repo) -> list[int]:
         return []
     last = min(candidate.span.end_line, len(source.lines))
     lines = range(candidate.span.start_line, last + 1)
-    node = node_of(candidate, repo) if candidate.kind in _CONTAINERS else None
+    node = node_of(candidate, repo) if candidate.kind in CONTAINER_KINDS else None
     if node is None:
         return list(lines)
     nested = [child.span for child in repo.index.children(node)]

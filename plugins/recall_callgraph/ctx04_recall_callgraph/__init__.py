@@ -35,13 +35,22 @@ from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.text import IDENTIFIER
-from ctx04_core.types import Candidate, Diagnostic, Edge, Node, Query, Recall
+from ctx04_core.types import (
+    FUNCTION_KINDS,
+    TYPE_KINDS,
+    Candidate,
+    Diagnostic,
+    Edge,
+    Node,
+    Query,
+    Recall,
+)
 
 if TYPE_CHECKING:
     from ctx04_core.index import CodeIndex
 
 SOURCE = "callgraph"
-DEFINITION_KINDS = frozenset({"function", "method", "class"})
+DEFINITION_KINDS = FUNCTION_KINDS | TYPE_KINDS
 
 
 def definitions(nodes: Iterable[Node]) -> list[Node]:
