@@ -47,9 +47,10 @@ def run_bounded(
     """Run ``argv``, reading its output as it comes, and stop it when it overruns.
 
     The child is stopped at the deadline (``"timeout"``), when its output
-    passes ``max_stdout_bytes`` (``"output_limit"``), or when ``enough`` says
-    the output read so far answers the question (``"enough"``). What was
-    read before the stop is returned. Raises OSError when it cannot start.
+    passes ``max_stdout_bytes`` (``"output_limit"``), or when ``enough``,
+    called with each chunk of output as it arrives, says the output so far
+    answers the question (``"enough"``). What was read before the stop is
+    returned. Raises OSError when it cannot start.
     """
     deadline = time.monotonic() + timeout_s
     out, err = bytearray(), bytearray()
@@ -94,12 +95,15 @@ def _pump(
                 elif key.fd == err_fd:
                     err += chunk[: max(0, MAX_STDERR_BYTES - len(err))]
                 else:
+                    over = len(out) + len(chunk) > max_stdout_bytes
+                    if over:
+                        chunk = chunk[: max_stdout_bytes - len(out)]
                     out += chunk
-                    if len(out) > max_stdout_bytes:
-                        del out[max_stdout_bytes:]
-                        return "output_limit"
-                    if enough is not None and enough(bytes(out)):
+                    # A consumer reading as it goes sees exactly the bytes returned.
+                    if enough is not None and enough(chunk):
                         return "enough"
+                    if over:
+                        return "output_limit"
     return None
 
 

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import ctx04_recall_ripgrep as ripgrep
+import pytest
 from conftest import make_git_repo
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from ctx04_core.plugins import plugin_manager
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Span
@@ -215,24 +220,112 @@ def test_a_search_past_the_timeout_is_killed_and_reported(
     ))
 
 
-def test_a_failed_search_is_reported(tmp_path: Path, indexed: Indexed) -> None:
+def test_a_failed_search_is_reported_for_every_term(tmp_path: Path, indexed: Indexed) -> None:
     root = make_git_repo(tmp_path / "r", {"m.py": "a = 1\nb = 2\n"})
-    # rg refuses a literal newline in a pattern unless in multiline mode.
-    result = recall(indexed(root), query(error_strings=("a = 1\nb = 2",)))
+    # An exclusion glob rg cannot parse makes the whole run fail.
+    result = recall(indexed(root), query(identifiers=("a", "b")), Settings(exclude_globs=("[",)))
     assert result.candidates == ()
+    assert [(d.reason, d.detail.split(":")[0]) for d in result.diagnostics] == [
+        ("search_failed", "'a'"), ("search_failed", "'b'"),
+    ]
+    assert "glob" in result.diagnostics[0].detail
+
+
+def test_a_term_spanning_lines_is_refused_and_the_others_searched(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    root = make_git_repo(tmp_path / "r", {"m.py": "a = 1\nb = 2\n"})
+    result = recall(indexed(root), query(error_strings=("a = 1\nb = 2", "b = 2")))
+    assert hits(result) == [("m.py", 2, "b = 2")]
     assert result.diagnostics == (
         Diagnostic(
             "unavailable", "search_failed",
-            detail="'a = 1\\nb = 2': rg: the literal \"\\n\" is not allowed in a regex",
+            detail="'a = 1\\nb = 2': a line cannot contain a newline or NUL",
         ),
     )
+
+
+def per_term_reference(
+    root: Path, terms: list[str], globs: tuple[str, ...], settings: Settings
+) -> list[tuple[str, int, str]]:
+    """The spec's way: one rg run per term, the first ``hits_per_term`` hits of each."""
+    found = []
+    for term in terms:
+        done = subprocess.run(
+            ripgrep.rg_command([term], globs, settings), cwd=root, capture_output=True, check=False
+        )
+        out, at, kept = done.stdout, 0, 0
+        # Forward: the path ends at the NUL (it may hold a newline), the text at the newline.
+        while at < len(out) and kept < settings.hits_per_term:
+            nul = out.index(b"\0", at)
+            colon = out.index(b":", nul)
+            path = out[at:nul].decode("utf-8", "surrogateescape").removeprefix("./")
+            found.append((path, int(out[nul + 1 : colon]), term))
+            at, kept = out.index(b"\n", colon) + 1, kept + 1
+    return found
+
+
+TRICKY = {
+    "models.py": (
+        "class Session:\r\n"                                  # CRLF lines
+        "    def send(self): return Session.send(self)\r\n"
+        "x = '3:send' + 'café'\n"
+        + "y = '" + "z" * 5000 + " Session.send'\n"           # a long line, the term at its end
+    ),
+    "pkg/send.py": "from models import Session\nSession.send(s)\nsendsend = send\n",
+    "pkg/café.py": "# models.py and send\n",
+    "pkg/two\nlines.py": "send = 1\n",  # a newline in a path
+}
+TRICKY_TERMS = ["Session.send", "Session", "send", "models.py", "3:", "café", "sendsend", "absent"]
+
+
+def test_one_run_for_all_terms_hits_what_one_run_per_term_hits(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    root = make_git_repo(tmp_path / "r", TRICKY)
+    repo = indexed(root)
+    for cap in (1, 2, 40):
+        settings = Settings(hits_per_term=cap)
+        expected = per_term_reference(root, TRICKY_TERMS, repo.globs, settings)
+        assert hits(recall(repo, query(identifiers=tuple(TRICKY_TERMS)), settings)) == expected
+    assert ("models.py", 4, "Session.send") in expected
+    assert ("pkg/two\nlines.py", 1, "send") in expected
+
+
+WORDS = st.sampled_from(["ab", "ba", "a", "b", ":", "1", " ", "a.b", "é"])
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    files=st.lists(
+        st.lists(st.lists(WORDS, max_size=6).map("".join), min_size=1, max_size=8),
+        min_size=1, max_size=3,
+    ),
+    terms=st.lists(st.lists(WORDS, min_size=1, max_size=3).map("".join), min_size=1, max_size=5,
+                   unique=True),
+    cap=st.integers(1, 4),
+)
+def test_attribution_matches_per_term_runs_on_any_text(
+    tmp_path_factory: pytest.TempPathFactory, files: list[list[str]], terms: list[str], cap: int
+) -> None:
+    root = tmp_path_factory.mktemp("r")
+    for number, lines in enumerate(files):
+        (root / f"f{number}.py").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    settings_ = Settings(hits_per_term=cap)
+    found, _ = ripgrep.search(root, terms, ("*.py",), settings_)
+    attributed = [(path, line, term) for term in terms for path, line in found[term][:cap]]
+    assert attributed == per_term_reference(root, terms, ("*.py",), settings_)
 
 
 def test_nothing_to_search_contributes_nothing(tmp_path: Path, indexed: Indexed) -> None:
     root = make_git_repo(tmp_path / "r", {"m.py": "token = 1\n"})
     assert ripgrep.recall(query=query(), repo=indexed(root), settings=Settings()) is None
-    # With the parser plugin disabled there are no source globs, so no source files.
-    no_parser = indexed(root, disable=("python",))
+    # With the parser plugins disabled there are no source globs, so no source files.
+    pm = plugin_manager()
+    parsers = tuple(pm.get_name(impl.plugin) for impl in pm.hook.source_globs.get_hookimpls())
+    no_parser = indexed(root, disable=parsers)
     assert no_parser.globs == ()
     assert (
         ripgrep.recall(query=query(identifiers=("token",)), repo=no_parser, settings=Settings())

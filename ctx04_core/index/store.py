@@ -100,6 +100,8 @@ class CodeIndex:
         self._conn = conn
         self._names: frozenset[str] | None = None
         self._paths: frozenset[str] | None = None
+        # Stages ask for the same few files' nodes hundreds of times a retrieval.
+        self._file_nodes: dict[str, tuple[Node, ...]] = {}
         self._vocabulary: int | None = None  # node count, once the vocabulary view exists
 
     @classmethod
@@ -138,6 +140,7 @@ class CodeIndex:
         # A file name that is not UTF-8 cannot be stored, nor named to a model.
         paths = [rel for rel in listed if _is_utf8(rel)]
         self._names = self._paths = None
+        self._file_nodes.clear()
         with _exclusive(self.path, self.root):
             try:
                 counts = self._refresh(pm, paths, settings, progress)
@@ -278,16 +281,14 @@ class CodeIndex:
 
     def file_nodes(self, path: str) -> list[Node]:
         """Every node of the file, module first, then by start line, outer before inner."""
-        return self._nodes("f.path = ?", (path,))
+        if path not in self._file_nodes:
+            self._file_nodes[path] = tuple(self._nodes("f.path = ?", (path,)))
+        return list(self._file_nodes[path])
 
     def innermost(self, path: str, line: int) -> Node | None:
         """The smallest definition containing ``line``, else the module, else None."""
-        found = self._nodes(
-            "f.path = ? AND n.start_line <= ? AND ? <= n.end_line",
-            (path, line, line),
-            order="n.end_line - n.start_line, n.kind = 'module', n.start_line DESC",
-        )
-        return found[0] if found else None
+        holding = [n for n in self.file_nodes(path) if n.span.start_line <= line <= n.span.end_line]
+        return min(holding, key=_innermost_first, default=None)
 
     def children(self, node: Node) -> list[Node]:
         """The definitions directly inside ``node``, in file order."""
@@ -580,6 +581,10 @@ def _is_utf8(path: str) -> bool:
 
 def _reason(err: OSError) -> str:
     return err.strerror or str(err)
+
+
+def _innermost_first(node: Node) -> tuple[int, bool, int]:
+    return (node.span.end_line - node.span.start_line, node.kind == "module", -node.span.start_line)
 
 
 def _node(row: Sequence[Any]) -> Node:

@@ -1,9 +1,12 @@
 """Lexical recall (spec §3.2, source 1): the lines that contain a query term verbatim.
 
 Terms are the query's identifiers, unresolved names, error strings and file
-paths, deduplicated in first-seen order. Each term is one ripgrep run of the
-spec's invocation (fixed string, the exclusion globs, the source globs), with
-deliberate deviations:
+paths, deduplicated in first-seen order. The spec runs one ripgrep per term;
+this plugin runs one ripgrep for all of them (``-F -e T1 -e T2 ...``) and
+attributes each printed line back to every term it contains, which gives
+the same hits as one run per term (``tests/test_recall_ripgrep.py`` proves
+it against per-term runs) at the cost of one walk of the tree instead of one
+per term. Deliberate deviations from the spec's invocation:
 
 - ``--sort path`` so the order, and with it the cut, is reproducible;
 - ``--null`` so a path containing ``:`` (or a newline) parses safely;
@@ -11,8 +14,6 @@ deliberate deviations:
 - ``--no-config`` so a user's ``RIPGREP_CONFIG_PATH`` cannot change the result;
 - ``--max-filesize`` = ``settings.max_file_bytes``: a file larger than that
   can never be shown, so its hits must not use up the cap;
-- ``--max-columns 200``: only a hit's path and line number are used, so a
-  long matched line need not be copied through the pipe;
 - the source globs come from the enabled parser plugins (``repo.globs``),
   given as an rg file type rather than ``-g`` (a ``-g`` glob would override
   ``.gitignore`` and, given last, the exclusions), and the exclusions from
@@ -21,20 +22,21 @@ deliberate deviations:
 Each hit becomes a one-line candidate (``kind="line"``); merge widens it to
 its enclosing definition.
 
-Caps: at most ``settings.hits_per_term`` (40) hits per term. When a term has
-more, the first ones in path order are kept, ripgrep is stopped, and the
-result carries ``Diagnostic(kind="unavailable", reason="truncated")``: a cut
-result is never presented as complete. A run longer than
-``settings.search_timeout_s`` is killed and reported with
-``reason="timeout"``; the hits read before the kill are kept. With
-``settings.max_search_terms`` set (the compact profile: 4), later terms are
-not searched and an ``omitted`` diagnostic names them.
+Caps: at most ``settings.hits_per_term`` (40) hits per term, the first ones
+in path order; a term with more carries ``Diagnostic(kind="unavailable",
+reason="truncated")``: a cut result is never presented as complete. Once
+every term has more than its cap, ripgrep is stopped. A run longer than
+``settings.search_timeout_s``, or printing more than 64 MiB, is stopped too,
+and every term not yet full is reported (``timeout``, ``truncated``) with
+the hits read so far. With ``settings.max_search_terms`` set (the compact
+profile: 4), later terms are not searched and an ``omitted`` diagnostic
+names them.
 """
 
 from __future__ import annotations
 
-import os
-from concurrent.futures import ThreadPoolExecutor
+import bisect
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,21 +48,11 @@ from ctx04_core.subprocesses import run_bounded
 from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Span
 
 SOURCE = "ripgrep"
-# Only the path and line number of a hit are used: a long matched line is
-# replaced by rg's short "[Omitted long line]" note, which bounds the output.
-_MAX_COLUMNS = 200
-_MAX_OUTPUT_BYTES = 4 * 1024 * 1024
-_PARALLEL_SEARCHES = max(2, os.cpu_count() or 1)
+# Whole matched lines are printed (a hit is attributed to a term by the
+# term's presence in the line), so the bound is on the whole output.
+_MAX_OUTPUT_BYTES = 64 * 1024 * 1024
 # rg's exit status when it searched without error but matched nothing.
 _NO_MATCH = 1
-
-
-@dataclass
-class TermResult:
-    """What one ripgrep run found: (path, line) hits in path order, and what went wrong."""
-
-    hits: list[tuple[str, int]] = field(default_factory=list)
-    diagnostics: list[Diagnostic] = field(default_factory=list)
 
 
 def search_terms(query: Query) -> list[str]:
@@ -73,63 +65,131 @@ def search_terms(query: Query) -> list[str]:
     return list(terms)
 
 
-def rg_command(term: str, globs: tuple[str, ...], settings: Settings) -> list[str]:
+def rg_command(terms: list[str], globs: tuple[str, ...], settings: Settings) -> list[str]:
+    patterns = [arg for term in terms for arg in ("-e", term)]
     return [
         rg_binary(), "--no-heading", "--line-number", "--color", "never", "--null",
         "--sort", "path", "--no-config", "--max-filesize", str(settings.max_file_bytes),
-        "--max-columns", str(_MAX_COLUMNS),
-        "-F", "-e", term, ".", *exclusion_args(settings.exclude_globs), *glob_args(globs),
+        "-F", *patterns, ".", *exclusion_args(settings.exclude_globs), *glob_args(globs),
     ]
 
 
-def _take_records(buffer: bytearray, hits: list[tuple[str, int]], limit: int) -> None:
-    """Move complete ``path\\0line:text\\n`` records from ``buffer`` into ``hits``.
+# One printed line; the path may hold anything but a NUL.
+_RECORD = re.compile(rb"[^\0]*\0([0-9]+):[^\n]*\n")
 
-    The path ends at the NUL (a path cannot contain one) and the record at
-    the next newline after it (ripgrep's line terminator, so the matched text
-    cannot contain one); a partial record stays in the buffer. Stops once
-    ``limit`` hits are held, since the caller only needs to know there are more.
+
+def _complete_records_end(output: bytearray) -> int:
+    """The length of the prefix of ``output`` that is whole records.
+
+    The first newline after the last NUL ends the last record if that
+    record is whole; else the first newline after the NUL before ends the
+    one before it. Searching only whole records keeps the regex linear.
     """
-    start = 0
-    while len(hits) < limit:
-        nul = buffer.find(b"\0", start)
-        if nul < 0:
-            break
-        end = buffer.find(b"\n", nul + 1)
-        if end < 0:
-            break
-        number = bytes(buffer[nul + 1 : buffer.index(b":", nul + 1, end)])
-        path = bytes(buffer[start:nul]).decode("utf-8", "surrogateescape")
-        hits.append((path.removeprefix("./"), int(number)))
-        start = end + 1
-    del buffer[:start]
+    last_nul = output.rfind(b"\0")
+    if last_nul < 0:
+        return 0
+    end = output.find(b"\n", last_nul)
+    if end < 0:
+        previous_nul = output.rfind(b"\0", 0, last_nul)
+        end = output.find(b"\n", previous_nul) if previous_nul >= 0 else -1
+    return end + 1
 
 
-def search_term(root: Path, term: str, globs: tuple[str, ...], settings: Settings) -> TermResult:
-    """Run ripgrep for one term, reading its output as it comes, within the caps."""
+@dataclass
+class TermHits:
+    """Attributes ripgrep's printed lines to the terms they contain, as they arrive.
+
+    Records are ``path\\0number:text\\n``: the path ends at the NUL (a path
+    cannot contain one, but may contain a newline) and the record at the
+    first newline after it (the matched text cannot contain one). Each
+    term's occurrences are found with ``bytes.find`` over the complete
+    records received and placed in their record by bisection, so a term that
+    already holds ``limit`` hits costs nothing more; an occurrence in a path
+    or line number is not a hit.
+    """
+
+    terms: list[str]
+    limit: int
+    hits: dict[str, list[tuple[str, int]]] = field(init=False)
+    _patterns: dict[str, bytes] = field(init=False)
+    _pending: bytearray = field(init=False, default_factory=bytearray)
+
+    def __post_init__(self) -> None:
+        self.hits = {term: [] for term in self.terms}
+        self._patterns = {t: t.encode("utf-8", "surrogateescape") for t in self.terms}
+
+    def full(self) -> bool:
+        return all(len(found) >= self.limit for found in self.hits.values())
+
+    def feed(self, chunk: bytes) -> bool:
+        """Take the next output bytes; True once every term holds ``limit`` hits."""
+        self._pending += chunk
+        complete = _complete_records_end(self._pending)
+        if complete == 0:
+            return False
+        block = bytes(self._pending[:complete])
+        del self._pending[:complete]
+        # (path start, NUL, text start, record end) of each record, in order.
+        records = [
+            (m.start(), m.start(1) - 1, m.end(1) + 1, m.end()) for m in _RECORD.finditer(block)
+        ]
+        ends = [record[3] for record in records]
+        for term, found in self.hits.items():
+            if len(found) < self.limit:
+                self._scan(block, records, ends, self._patterns[term], found)
+        return self.full()
+
+    def _scan(
+        self, block: bytes, records: list[tuple[int, int, int, int]], ends: list[int],
+        pattern: bytes, found: list[tuple[str, int]],
+    ) -> None:
+        at = block.find(pattern)
+        while at >= 0 and len(found) < self.limit:
+            start, nul, text_start, end = records[bisect.bisect_right(ends, at)]
+            if at < text_start:
+                # In the path or line number; the text may still hold it.
+                at = block.find(pattern, text_start, end)
+                if at < 0:
+                    at = block.find(pattern, end)
+                continue
+            path = block[start:nul].decode("utf-8", "surrogateescape").removeprefix("./")
+            found.append((path, int(block[nul + 1 : text_start - 1])))
+            at = block.find(pattern, end)
+
+
+def search(root: Path, terms: list[str], globs: tuple[str, ...], settings: Settings) -> tuple[
+    dict[str, list[tuple[str, int]]], list[Diagnostic]
+]:
+    """One ripgrep run for all terms: each term's hits in path order, and what went wrong."""
     cap = settings.hits_per_term
+    # One hit more than the cap proves a term's result is cut.
+    attributed = TermHits(terms, cap + 1)
     done = run_bounded(
-        rg_command(term, globs, settings), cwd=root, timeout_s=settings.search_timeout_s,
-        max_stdout_bytes=_MAX_OUTPUT_BYTES,
-        # One hit more than the cap proves the result is cut; rg need not go on.
-        enough=lambda out: out.count(b"\n") > cap,
+        rg_command(terms, globs, settings), cwd=root, timeout_s=settings.search_timeout_s,
+        max_stdout_bytes=_MAX_OUTPUT_BYTES, enough=attributed.feed,
     )
-    result = TermResult()
-    _take_records(bytearray(done.stdout), result.hits, cap + 1)
-    if done.stopped in ("enough", "output_limit") or len(result.hits) > cap:
-        del result.hits[cap:]
-        result.diagnostics.append(Diagnostic(
-            "unavailable", "truncated",
-            detail=f"{term!r}: more than {cap} hits, kept the first {len(result.hits)}",
-        ))
-    elif done.stopped == "timeout":
-        result.diagnostics.append(Diagnostic("unavailable", "timeout", detail=term))
-    elif done.returncode not in (0, _NO_MATCH):
-        # Exit 2: some file or glob could not be searched; the hits found are still real.
-        result.diagnostics.append(Diagnostic(
-            "unavailable", "search_failed", detail=f"{term!r}: {done.first_error_line()}",
-        ))
-    return result
+    diagnostics: list[Diagnostic] = []
+    for term, found in attributed.hits.items():
+        if len(found) > cap:
+            del found[cap:]
+            diagnostics.append(Diagnostic(
+                "unavailable", "truncated",
+                detail=f"{term!r}: more than {cap} hits, kept the first {len(found)}",
+            ))
+        elif done.stopped == "timeout":
+            diagnostics.append(Diagnostic("unavailable", "timeout", detail=term))
+        elif done.stopped == "output_limit":
+            diagnostics.append(Diagnostic(
+                "unavailable", "truncated",
+                detail=f"{term!r}: the search printed over {_MAX_OUTPUT_BYTES} bytes, "
+                f"kept the {len(found)} hits before that",
+            ))
+        elif done.returncode not in (0, _NO_MATCH):
+            # Exit 2: some file or glob could not be searched; the hits found are still real.
+            diagnostics.append(Diagnostic(
+                "unavailable", "search_failed", detail=f"{term!r}: {done.first_error_line()}",
+            ))
+    return attributed.hits, diagnostics
 
 
 @hookimpl
@@ -147,24 +207,30 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
     # to search (and rg without a file type would search every file).
     if not terms or not repo.globs:
         return None
-    candidates: list[Candidate] = []
+    # A line cannot contain a newline, and rg refuses such a literal for every term.
+    unsearchable = [term for term in terms if "\n" in term or "\0" in term]
+    diagnostics.extend(
+        Diagnostic(
+            "unavailable", "search_failed",
+            detail=f"{term!r}: a line cannot contain a newline or NUL",
+        )
+        for term in unsearchable
+    )
+    terms = [term for term in terms if term not in unsearchable]
+    if not terms:
+        return Recall(source=SOURCE, candidates=(), diagnostics=tuple(diagnostics))
     try:
-        # rg with --sort path runs on one core; a few at once use the others.
-        # map() keeps the terms' order, so the result is that of one-by-one runs.
-        with ThreadPoolExecutor(max_workers=_PARALLEL_SEARCHES) as pool:
-            found_all = list(
-                pool.map(lambda term: search_term(repo.root, term, repo.globs, settings), terms)
-            )
+        hits, found_diagnostics = search(repo.root, terms, repo.globs, settings)
     except (RipgrepMissing, OSError) as err:
         diagnostics.append(Diagnostic("unavailable", "search_failed", detail=str(err)))
-        found_all = []
-    for term, found in zip(terms, found_all, strict=False):
-        diagnostics.extend(found.diagnostics)
-        candidates.extend(
-            Candidate(
-                span=Span(path, line, line), kind="line", qualname=None, sources=(SOURCE,),
-                terms=(term,), hit_lines=(line,),
-            )
-            for path, line in found.hits
+        hits, found_diagnostics = {}, []
+    diagnostics.extend(found_diagnostics)
+    candidates = tuple(
+        Candidate(
+            span=Span(path, line, line), kind="line", qualname=None, sources=(SOURCE,),
+            terms=(term,), hit_lines=(line,),
         )
-    return Recall(source=SOURCE, candidates=tuple(candidates), diagnostics=tuple(diagnostics))
+        for term, found in hits.items()
+        for path, line in found
+    )
+    return Recall(source=SOURCE, candidates=candidates, diagnostics=tuple(diagnostics))
