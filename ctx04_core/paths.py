@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import re
 
-_TEST_DIRS = frozenset({"test", "tests", "testing", "__tests__", "spec", "specs", "e2e"})
+_TEST_DIRS = frozenset({
+    "test", "tests", "testing", "__tests__", "spec", "specs", "e2e", "testdata",
+})
 # Documentation, examples and benchmarks: code that shows or measures the
 # library rather than being it.
 _AUXILIARY_DIRS = frozenset({
     "doc", "docs", "example", "examples", "galleries", "tutorials", "benchmarks", "asv_bench",
+    "benches",
 })
-# test_x.py, x_test.go, x_tests.rs, x.test.ts, x.spec.js, XTest.java, XTests.cs, conftest.py
+# test_x.py, x_test.go, x_tests.rs, x.test.ts, x.spec.js, x_spec.rb, XTest.java,
+# XTests.cs, conftest.py
 _TEST_FILE = re.compile(
-    r"^(test_.*|.*_tests?\.[^.]+|.*\.(test|spec)\.[^.]+|.*[a-z0-9]Tests?\.[^.]+|conftest\.py)$"
+    r"^(test_.*|.*_(tests?|spec)\.[^.]+|.*\.(test|spec)\.[^.]+|.*[a-z0-9]Tests?\.[^.]+"
+    r"|conftest\.py)$"
 )
 
 

@@ -15,7 +15,7 @@ from ctx04_core.plugins import PluginError, enabled_plugins, plugin_manager
 from ctx04_core.repository import Repo, git_base, resolve_root
 from ctx04_core.settings import Settings
 from ctx04_core.stages.merge import merge
-from ctx04_core.stages.query import build_query
+from ctx04_core.stages.query import build_query, extensions_of
 from ctx04_core.types import (
     Candidate,
     ContextSlice,
@@ -119,6 +119,7 @@ def retrieve(
             repro_target=test,
             names=workspace.index.names(),
             settings=settings,
+            extensions=extensions_of(workspace.index.paths()),
         )
         stages = run_stages(pm, query, workspace, settings)
     finally:

@@ -151,6 +151,9 @@ def test_only_the_changed_file_is_parsed(
     assert (stats.parsed, stats.unchanged, stats.removed) == (1, 3, 0)
     assert recorder.seen == ["pkg/util.py"]
     assert [n.qualname for n in index.lookup("added")] == ["pkg.util.added"]
+    # Other languages' notations for the same qualified name.
+    for name in ("util.added", "pkg::util::added", "$util->added", "pkg\\util\\added"):
+        assert [n.qualname for n in index.lookup(name)] == ["pkg.util.added"]
 
 
 def test_new_mtime_with_the_same_content_is_not_parsed(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ctx04_core.settings import Settings
-from ctx04_core.stages.query import build_query, goal_hint
+from ctx04_core.stages.query import build_query, extensions_of, goal_hint
 
 SETTINGS = Settings()
 NAMES = frozenset({"MemStore", "remember", "recall", "parse_args", "only", "QuerySet", "models"})
@@ -136,3 +136,35 @@ def test_deterministic() -> None:
     assert build_query(task, names=NAMES, settings=SETTINGS) == build_query(
         task, names=NAMES, settings=SETTINGS
     )
+
+
+def test_other_languages_qualified_names_resolve_by_their_last_name() -> None:
+    query = build_query(
+        "tokio::runtime::Builder::enable_all panics; $request->input('x') is empty; "
+        "App\\Http\\Kernel boots twice; Parser#parse loops; see docs.html#part; "
+        "com.google.gson.Gson.toJson drops nulls",
+        names=frozenset({"enable_all", "input", "Kernel", "parse", "toJson"}),
+        settings=SETTINGS,
+    )
+    assert query.identifiers == (
+        "com.google.gson.Gson.toJson", "tokio::runtime::Builder::enable_all",
+        "$request->input", "App\\Http\\Kernel", "Parser#parse", "Kernel", "enable_all", "input",
+        "parse",
+    )
+    assert query.unresolved == ("docs.html",)
+
+
+def test_file_paths_take_every_known_and_repository_extension() -> None:
+    text = "Broken in src/App.tsx, lib/parser.rb, ext/fast.cc and conf/app.properties."
+    plain = build_query(text, names=NAMES, settings=SETTINGS)
+    assert plain.file_paths == ("src/App.tsx", "lib/parser.rb", "ext/fast.cc")
+    assert plain.unresolved == ("app.properties",)
+    with_repo = build_query(
+        text, names=NAMES, settings=SETTINGS,
+        extensions=extensions_of(["conf/app.properties", ".github/x", "Makefile", ".env"]),
+    )
+    assert with_repo.file_paths == (
+        "src/App.tsx", "lib/parser.rb", "ext/fast.cc", "conf/app.properties",
+    )
+    assert with_repo.unresolved == ()
+    assert extensions_of(["a/b.tar.gz", ".bashrc", "x/.eslintrc.json"]) == {"gz", "json"}

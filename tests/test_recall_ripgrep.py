@@ -169,6 +169,8 @@ def test_excluded_folders_are_not_searched(tmp_path: Path, indexed: Indexed) -> 
         "build/gen.py": "token = 3\n",
         "node_modules/x/y.py": "token = 4\n",
         "pkg/site-packages/z.py": "token = 5\n",  # only the top-level folder is excluded
+        "dist/bundle.py": "token = 6\n",
+        "target/debug/gen.py": "token = 7\n",
     })
     result = recall(indexed(root), query(identifiers=("token",)))
     assert hits(result) == [("pkg/site-packages/z.py", 1, "token"), ("src/app.py", 1, "token")]

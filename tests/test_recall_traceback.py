@@ -6,7 +6,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import ctx04_recall_traceback as traceback
+import pytest
 from conftest import make_git_repo
+from ctx04_recall_traceback import frames
 
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
@@ -84,3 +86,53 @@ def test_repo_path_takes_the_longest_suffix_in_the_repository() -> None:
     assert traceback.repo_path("/venv/pkg/loader.py", paths) == "pkg/loader.py"
     assert traceback.repo_path("./loader.py", paths) == "loader.py"
     assert traceback.repo_path("/venv/other.py", paths) is None
+
+
+@pytest.mark.parametrize(("trace", "expected"), [
+    (
+        'Exception in thread "main" java.lang.IllegalStateException: boom\n'
+        "\tat com.google.gson.internal.bind.TypeAdapters$16.write(TypeAdapters.java:451)\n"
+        "\tat com.google.gson.Gson.<init>(Gson.java:120)\n",
+        [("com/google/gson/internal/bind/TypeAdapters.java", 451, "write"),
+         ("com/google/gson/Gson.java", 120, "")],
+    ),
+    (
+        "TypeError: Cannot read properties of undefined\n"
+        "    at Object.mergeConfig (/app/node_modules/axios/lib/core/mergeConfig.js:19:30)\n"
+        "    at /app/lib/adapters/http.js:88:5\n"
+        "    at async Axios.request (file:///app/lib/core/Axios.js:45:12)\n",
+        [("/app/node_modules/axios/lib/core/mergeConfig.js", 19, "mergeConfig"),
+         ("/app/lib/adapters/http.js", 88, ""), ("/app/lib/core/Axios.js", 45, "request")],
+    ),
+    (
+        "goroutine 1 [running]:\ngithub.com/gin-gonic/gin.(*Context).Next(...)\n"
+        "\t/go/src/github.com/gin-gonic/gin/context.go:165 +0x3b\nmain.main()\n"
+        "\t/app/main.go:12 +0x1d\n",
+        [("/go/src/github.com/gin-gonic/gin/context.go", 165, "Next"),
+         ("/app/main.go", 12, "main")],
+    ),
+    (
+        "thread 'main' panicked at src/parser.rs:88:14:\nindex out of bounds\n"
+        "   3: nu_parser::parse::parse_block\n"
+        "             at ./crates/nu-parser/src/parse.rs:120:9\n",
+        [("./crates/nu-parser/src/parse.rs", 120, "parse_block"), ("src/parser.rs", 88, "")],
+    ),
+    (
+        "lib/fluent/config.rb:12:in `block in parse': bad (RuntimeError)\n"
+        "\tfrom /gems/faker/lib/faker/name.rb:30:in 'Faker::Name#first_name'\n",
+        [("lib/fluent/config.rb", 12, "parse"),
+         ("/gems/faker/lib/faker/name.rb", 30, "first_name")],
+    ),
+    (
+        "PHP Fatal error:  Uncaught Exception in /var/www/src/Kernel.php:55\n"
+        "#0 /var/www/src/Http/Request.php(120): App\\Http\\Request->input('x')\n#1 {main}\n",
+        [("/var/www/src/Http/Request.php", 120, "input"), ("var/www/src/Kernel.php", 55, "")],
+    ),
+    (
+        "#0 0x4005d4 in fmt::v9::detail::write_int /src/fmt/include/fmt/format.h:2045:3\n"
+        "#1 0x400abc in main /src/test.cc:10\n",
+        [("/src/fmt/include/fmt/format.h", 2045, "write_int"), ("/src/test.cc", 10, "main")],
+    ),
+], ids=["java", "node", "go", "rust", "ruby", "php", "native"])
+def test_frames_of_each_runtime(trace: str, expected: list[tuple[str, int, str]]) -> None:
+    assert frames(trace) == expected

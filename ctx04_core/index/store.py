@@ -28,7 +28,7 @@ from ctx04_core import ripgrep
 from ctx04_core.index import schema
 from ctx04_core.repository import split_lines
 from ctx04_core.settings import Settings
-from ctx04_core.text import tokenize
+from ctx04_core.text import dotted, tokenize
 from ctx04_core.types import Edge, Node, ParsedFile, Span
 
 DB_NAME = "index.sqlite3"
@@ -270,7 +270,9 @@ class CodeIndex:
         return self._paths
 
     def lookup(self, name: str) -> list[Node]:
-        """Nodes named ``name``, or whose qualname is or ends with a dotted ``name``."""
+        """Nodes named ``name``, or whose qualname is or ends with a qualified ``name``
+        (``a.b``, or another language's ``a::b``, ``a->b``, ``A\\B``, ``A#b``)."""
+        name = dotted(name)
         last = name.rsplit(".", 1)[-1]
         if "." not in name:
             return self._nodes("n.name = ?", (name,))

@@ -3,8 +3,13 @@
 Choices the spec leaves open, fixed here so the same task always gives the
 same query:
 
+* Qualified names count in every language's notation: ``a.b`` (Python, Go,
+  Java, JavaScript), ``a::b::C`` (Rust, C++, PHP), ``$obj->m`` (PHP), ``A\\B``
+  (PHP namespaces), ``A#m`` (Ruby). A name resolves by its last component;
+  it is searched as written.
 * A dotted match whose last component is a file extension (``models.py``)
-  names a file, not an attribute, and is not an identifier.
+  names a file, not an attribute, and is not an identifier. The extensions
+  are those of the languages ctx04 knows and of the repository's files.
 * An unresolved term becomes a search term only when it is shaped like code:
   dotted (but not ``e.g``), containing ``_``, or CamelCase with an inner capital
   and a lowercase letter (``QuerySet``, ``HTTPServer``; not ``The`` or ``SQL``).
@@ -20,20 +25,30 @@ same query:
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable, Iterator
 
 from ctx04_core.settings import Settings
-from ctx04_core.text import STOPWORDS
+from ctx04_core.text import QUALIFIER, STOPWORDS, simple_name
 from ctx04_core.types import Query
 
-_EXTENSIONS = "py|js|ts|go|rs|java|c|h|toml|json|yaml|yml"
+# Source and configuration files a task may name, in any repository.
+EXTENSIONS = frozenset({
+    "py", "pyi", "js", "jsx", "mjs", "cjs", "ts", "tsx", "mts", "cts", "go", "rs", "java", "kt",
+    "c", "h", "cc", "cpp", "cxx", "hh", "hpp", "hxx", "php", "rb", "rake", "toml", "json", "yaml",
+    "yml", "xml", "cfg", "ini",
+})
 DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+# Other languages' qualified names; a leading $ is a PHP variable. ``#`` only
+# as Ruby writes it (``Class#method``), so a URL's ``page.html#part`` is not one.
+QUALIFIED = re.compile(
+    r"\$?[A-Za-z_][A-Za-z0-9_]*(?:(?:::|->)[A-Za-z_][A-Za-z0-9_]*)+"
+    r"|[A-Z][A-Za-z0-9_]*#[a-z_][A-Za-z0-9_]*"
+    r"|[A-Z][A-Za-z0-9_]*(?:\\[A-Z][A-Za-z0-9_]*)+"
+)
 CAMEL = re.compile(r"\b[A-Z][a-zA-Z0-9_]+\b")
 SNAKE = re.compile(r"\b[a-z_][a-z0-9_]*\b")
-# The trailing \b keeps ``foo.pyc`` from yielding ``foo.py``.
-FILE_PATH = re.compile(rf"[\w\-/]+\.(?:{_EXTENSIONS})\b")
-_FILE_EXTENSION = re.compile(rf"(?:{_EXTENSIONS})")
 TEST_NAME = re.compile(r"\S+\.py::\S+|\S+::\S+::\S+")
 # A quote that opens or closes a word (``don't``) is an apostrophe, not a quote.
 QUOTED = re.compile(r"""(?<!\w)'([^'\n]+)'(?!\w)|(?<!\w)"([^"\n]+)"(?!\w)""")
@@ -58,9 +73,13 @@ def build_query(
     repro_target: str | None = None,
     names: frozenset[str],
     settings: Settings,
+    extensions: frozenset[str] = frozenset(),
 ) -> Query:
+    """The query of a task; ``extensions`` adds to :data:`EXTENSIONS` those of
+    the repository's files."""
     texts = [task_text] if latest_error is None else [task_text, latest_error]
-    identifiers, unresolved = _identifiers(texts, names)
+    known = EXTENSIONS | extensions
+    identifiers, unresolved = _identifiers(texts, names, known)
     if settings.drop_stopword_identifiers:
         # "a", "t" and "the" name a function somewhere in most large repositories;
         # as identifiers they only add noise to every stage that uses them.
@@ -77,7 +96,8 @@ def build_query(
         error_strings=_cap(_error_strings(errors_first), settings.max_error_strings, chars),
         test_names=_cap(tests, settings.max_test_names, chars),
         file_paths=_cap(
-            (m.group() for m in FILE_PATH.finditer(task_text)), settings.max_file_paths, chars
+            (m.group() for m in _file_path(known).finditer(task_text)),
+            settings.max_file_paths, chars,
         ),
         goal_hint=goal_hint(task_text, settings.max_goal_hint_chars),
         latest_error=latest_error or "",
@@ -97,13 +117,30 @@ def goal_hint(task_text: str, max_chars: int) -> str:
     return sentence.strip()[:max_chars].rstrip()
 
 
-def _identifiers(texts: list[str], names: frozenset[str]) -> tuple[list[str], list[str]]:
+def extensions_of(paths: Iterable[str]) -> frozenset[str]:
+    """The file extensions among ``paths`` (``tsx`` of ``src/App.tsx``)."""
+    names = (path.rsplit("/", 1)[-1] for path in paths)
+    return frozenset(name.rsplit(".", 1)[1] for name in names if "." in name.lstrip("."))
+
+
+@functools.cache
+def _file_path(extensions: frozenset[str]) -> re.Pattern[str]:
+    # Longest first, so ``a.tsx`` is not taken for ``a.ts``; the trailing \b
+    # keeps ``foo.pyc`` from yielding ``foo.py``.
+    alternatives = "|".join(sorted(map(re.escape, extensions), key=lambda e: (-len(e), e)))
+    return re.compile(rf"[\w\-/]+\.(?:{alternatives})\b")
+
+
+def _identifiers(
+    texts: list[str], names: frozenset[str], extensions: frozenset[str]
+) -> tuple[list[str], list[str]]:
     found: list[tuple[int, str]] = []
     for text in texts:
         for match in DOTTED.finditer(text):
             term = match.group()
-            if not _FILE_EXTENSION.fullmatch(term.rsplit(".", 1)[1]):
+            if term.rsplit(".", 1)[1] not in extensions:
                 found.append((_DOTTED, term))
+        found.extend((_DOTTED, m.group()) for m in QUALIFIED.finditer(text))
         found.extend((_CAMEL, m.group()) for m in CAMEL.finditer(text))
         found.extend(
             (_SNAKE if "_" in m.group() else _WORD, m.group()) for m in SNAKE.finditer(text)
@@ -112,7 +149,7 @@ def _identifiers(texts: list[str], names: frozenset[str]) -> tuple[list[str], li
     found.sort(key=lambda item: item[0])
     resolved, unresolved = [], []
     for group, term in found:
-        if term.rsplit(".", 1)[-1] in names:
+        if simple_name(term) in names:
             resolved.append(term)
         elif _code_shaped(group, term):
             unresolved.append(term)
@@ -122,7 +159,7 @@ def _identifiers(texts: list[str], names: frozenset[str]) -> tuple[list[str], li
 def _code_shaped(group: int, term: str) -> bool:
     if group == _DOTTED:
         # ``e.g`` and ``i.e`` are abbreviations, not attribute access.
-        return any(len(part) > 1 for part in term.split("."))
+        return any(len(part) > 1 for part in QUALIFIER.split(term.lstrip("$")))
     if "_" in term:
         return any(c.isalnum() for c in term)
     return group == _CAMEL and bool(_INNER_CAMEL.match(term)) and term != term.upper()

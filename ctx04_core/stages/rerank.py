@@ -8,7 +8,7 @@ from ctx04_core.paths import is_auxiliary_path
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.regions import own_text
-from ctx04_core.text import tokenize
+from ctx04_core.text import simple_name, tokenize
 from ctx04_core.types import Candidate, Query, RankedCandidate
 
 
@@ -93,7 +93,7 @@ def definition_rarity(query: Query, repo: Repo) -> dict[str, float]:
     """1 / number of definitions, for each simple name the task's identifiers resolve to."""
     rarity: dict[str, float] = {}
     for identifier in query.identifiers:
-        name = identifier.rsplit(".", 1)[-1]
+        name = simple_name(identifier)
         if name not in rarity:
             found = [n for n in repo.index.lookup(name) if n.kind != "module"]
             if found:

@@ -1,7 +1,14 @@
 """Traceback recall: the definitions on the stack of an error the task shows.
 
 A frame such as ``File "/venv/site-packages/pkg/mod.py", line 12, in load``
-names a file and a function where the failure passed. The frame's path is
+names a file and a function where the failure passed. Each runtime writes
+frames its own way, and each way is one pattern in :data:`RUNTIMES`: Python
+tracebacks, Java (``at a.b.C.m(C.java:12)``), Node (``at f (/x/a.js:3:9)``),
+Go (``pkg.(*T).M(...)`` over ``\t/x/t.go:12 +0x1d``), Rust backtraces and
+panics, Ruby (``/x/a.rb:12:in 'm'``), PHP (``#0 /x/A.php(12): A->m()``),
+gdb and sanitizer frames for C and C++ (``#1 0x.. in f /x/a.c:12``), and,
+last, any ``path.ext:line`` of those languages (compiler messages). The
+frame's path is
 matched to a repository file by its longest suffix (installed copies and
 other machines' checkouts put the package under another root), and the
 frame's function to the definition of that name in the file, or else to
@@ -9,27 +16,103 @@ the innermost definition holding the line (the reporter's line numbers may
 come from another version).
 
 Frames are read from the latest error, then the task text; the frame
-nearest the failure (the last) comes first. Cap: at most
-``settings.traceback_limit`` definitions.
+nearest the failure comes first (the last of a Python traceback, the first
+of the others). Cap: at most ``settings.traceback_limit`` definitions.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
+from ctx04_core.text import IDENTIFIER, QUALIFIER
 from ctx04_core.types import Candidate, Node, Query, Recall
 
 SOURCE = "traceback"
-PYTHON_FRAME = re.compile(r'File "([^"\n]+)", line (\d+), in ([^\s<>]+|<[^>\s]+>)')
+_SOURCE_EXTENSIONS = r"(?:c|cc|cpp|cxx|h|hh|hpp|go|rs|java|kt|[cm]?js|jsx|[cm]?ts|tsx|rb|php)"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """How one runtime writes a frame: a pattern with the groups ``path`` and
+    ``line``, and where it has them ``function`` and ``package`` (a Java
+    package, which is the folder of the file)."""
+
+    name: str
+    pattern: re.Pattern[str]
+    innermost_last: bool = False
+
+
+RUNTIMES = (
+    Runtime("python", re.compile(
+        r'File "(?P<path>[^"\n]+)", line (?P<line>\d+), in (?P<function>[^\s<>]+|<[^>\s]+>)'
+    ), innermost_last=True),
+    Runtime("java", re.compile(
+        r"\bat (?P<package>(?:[\w$]+\.)*)[\w$]+\.(?P<function>[\w$<>]+)"
+        r"\((?P<path>[\w$]+\.(?:java|kt|scala|groovy)):(?P<line>\d+)\)"
+    )),
+    Runtime("node", re.compile(
+        r"\bat (?:(?:async )?(?:new )?(?P<function>[\w$.<>\[\]]+) \()?(?:file://)?"
+        r"(?P<path>[^\s()]+?\.[cm]?[jt]sx?):(?P<line>\d+):\d+\)?"
+    )),
+    Runtime("go", re.compile(
+        r"^[ \t]*[\w./*()-]+?\.(?P<function>\w+)\([^\n]*\)\n"
+        r"[ \t]+(?P<path>[^\s:]+\.go):(?P<line>\d+)", re.MULTILINE
+    )),
+    Runtime("rust", re.compile(
+        r"^[ \t]*\d+: (?P<function>[\w:<>{}# ]+?)(?:::h[0-9a-f]{16})?\n"
+        r"[ \t]+at (?P<path>[^\s:]+\.rs):(?P<line>\d+)", re.MULTILINE
+    )),
+    Runtime("ruby", re.compile(
+        r"(?P<path>[^\s:'\"`(]+\.(?:rb|rake)):(?P<line>\d+):in [`'](?P<function>[^'`\n]+)'"
+    )),
+    Runtime("php", re.compile(
+        r"#\d+ (?P<path>[^\s(]+\.php)\((?P<line>\d+)\): (?:[\w\\]+(?:->|::))?(?P<function>\w+)\("
+    )),
+    Runtime("native", re.compile(
+        r"#\d+ 0x[0-9a-fA-F]+ in (?P<function>[\w:~<>]+)(?:\([^)\n]*\))? "
+        r"(?P<path>[^\s:]+\.(?:c|cc|cpp|cxx|h|hh|hpp)):(?P<line>\d+)"
+    )),
+    # Anything else that points at a line: a Rust panic, a compiler error, a Go test.
+    Runtime("location", re.compile(
+        rf"(?P<path>(?:[\w.-]+/)*[\w.-]+\.{_SOURCE_EXTENSIONS})(?::|\(| on line )(?P<line>\d+)\b"
+    )),
+)
+_CLOSURE = re.compile(r"^(?:(?:block|rescue|ensure)(?: \(\d+ levels\))? in )+")
 
 
 def frames(text: str) -> list[tuple[str, int, str]]:
-    """(path, line, function) of each Python frame in ``text``, innermost first."""
-    found = [(m.group(1), int(m.group(2)), m.group(3)) for m in PYTHON_FRAME.finditer(text)]
-    return found[::-1]
+    """(path, line, function) of each frame in ``text``, innermost first, by
+    runtime in :data:`RUNTIMES` order; ``function`` is "" where a frame names
+    none, or an anonymous one."""
+    found: list[tuple[str, int, str]] = []
+    # Text a runtime's frame took is not read again by a later, looser pattern
+    # (``Gson.java:12`` of a Java frame is not also a bare location).
+    taken: list[tuple[int, int]] = []
+    for runtime in RUNTIMES:
+        matched = []
+        for match in runtime.pattern.finditer(text):
+            if not any(start < match.end() and match.start() < end for start, end in taken):
+                matched.append(match)
+        taken.extend(m.span() for m in matched)
+        frames_of_runtime = [_frame(m) for m in matched]
+        found.extend(frames_of_runtime[::-1] if runtime.innermost_last else frames_of_runtime)
+    return found
+
+
+def _frame(match: re.Match[str]) -> tuple[str, int, str]:
+    groups = match.groupdict()
+    path = (groups.get("package") or "").replace(".", "/") + match.group("path")
+    return path, int(match.group("line")), _function_name(groups.get("function") or "")
+
+
+def _function_name(raw: str) -> str:
+    """``m`` of ``Klass#m``, ``a::b::m``, ``block in m``; "" for ``<anonymous>``."""
+    name = QUALIFIER.split(_CLOSURE.sub("", raw))[-1]
+    return name if IDENTIFIER.fullmatch(name) else ""
 
 
 def repo_path(frame_path: str, paths: frozenset[str]) -> str | None:
@@ -66,7 +149,7 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
         seen.add((node.span.path, node.span.start_line))
         candidates.append(Candidate(
             span=node.span, kind=node.kind, qualname=node.qualname, sources=(SOURCE,),
-            terms=(function,),
+            terms=(function,) if function else (),
         ))
         if len(candidates) == settings.traceback_limit:
             break
