@@ -3,6 +3,9 @@
 Commit A is the base of instance ``acme__calc-1`` (B fixes ``divide``);
 commit B is the base of ``acme__calc-2`` (C inserts a line into
 ``Stats.mean``, changes a module-level and a class-level line, adds a file).
+
+``SHAPES_RS`` and ``SHAPES_NODES``: a Rust file and the nodes a parser of
+another language gives for it, for gold and BM25 documents without that parser.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conftest import GIT_ENV, write_files
+
+from ctx04_core.types import Node, Span
 
 REPO = "acme/calc"
 
@@ -133,3 +138,38 @@ def build(tmp: Path) -> Bench:
     repos = tmp / "repos.json"
     repos.write_text(json.dumps({REPO: str(root / ".git")}))
     return Bench(root, commits, dataset, repos)
+
+
+# A Rust file as a tree-sitter parser plugin reports it: kinds beyond Python's,
+# and no module node.
+SHAPES_RS = """use std::fmt;
+
+pub struct Point {
+    x: i32,
+}
+
+impl Point {
+    pub fn norm(&self) -> i32 {
+        self.x.abs()
+    }
+
+    const ORIGIN: i32 = 0;
+}
+
+pub trait Shape {
+    fn area(&self) -> f64;
+}
+"""
+
+
+def node(qualname: str, kind: str, start: int, end: int, path: str = "src/shapes.rs") -> Node:
+    return Node(qualname, qualname.rsplit(".", 1)[-1], kind, Span(path, start, end), start, "", "")
+
+
+SHAPES_NODES = (
+    node("shapes.Point", "struct", 3, 5),
+    node("shapes.Point", "impl", 7, 13),
+    node("shapes.Point.norm", "method", 8, 10),
+    node("shapes.Shape", "trait", 15, 17),
+    node("shapes.Shape.area", "method", 16, 16),
+)

@@ -241,3 +241,54 @@ def test_ablate(runs: Runs) -> None:
     assert rows["verdict"] == ["", *verdicts.values()]
     # Without prune, whole spans are shown: the slice grows.
     assert verdicts["prune"] == "keep" and rows["tokens"][-1].startswith("+")
+
+
+def labelled(runs: Runs) -> Path:
+    """The two instances labelled Python, and an unmapped one labelled Go (it fails)."""
+    first, second = (json.loads(line) for line in runs.bench.dataset.read_text().splitlines())
+    go = second | {"instance_id": "other__x-1", "repo": "other/x"}
+    dataset = runs.tmp / "labelled.jsonl"
+    dataset.write_text("".join(json.dumps(r) + "\n" for r in [
+        first | {"language": "Python"}, second | {"language": "Python"}, go | {"language": "Go"},
+    ]))
+    return dataset
+
+
+def test_eval_per_language(runs: Runs) -> None:
+    # Without languages in the dataset: no per-language table, records say None.
+    assert "per language" not in runs.ctx04.stdout + runs.bm25.stdout
+    assert {r["language"] for r in records(runs.tmp / "ctx04.jsonl")} == {None}
+    dataset = labelled(runs)
+    common = ("--dataset", dataset, "--repos", runs.bench.repos, "--cache-dir", runs.tmp / "trees")
+    outs = {}
+    for system in ("ctx04", "bm25"):
+        outs[system] = runs.tmp / f"labelled-{system}.jsonl"
+        done = ctx04(runs.env, "eval", *common, "--system", system, "--out", outs[system])
+        assert done.returncode == 0, done.stderr
+        assert "3 instances, 1 errored" in done.stdout
+        assert [r["language"] for r in records(outs[system])] == ["Python", "Python", "Go"]
+        rows = table(done.stdout)
+        assert rows["language"] == [
+            "n", "file@1", "file@5", "file@10", "fn@5", "fn@10", "r@1", "r@3", "r@5", "MRR",
+            "file rec", "sym rec", "irrel", "tokens",
+        ]
+        # Go: the failed instance only, scored as an empty retrieval.
+        assert rows["Go"] == ["1", *(["0.000"] * 11), "1.000", "0.0"]
+        # Python: the two instances as test_eval_ctx04 and test_eval_bm25 score them.
+        python = dict(zip(METRICS, rows["Python"][1:], strict=True))
+        assert rows["Python"][0] == "2"
+        assert (python["recall@1"], python["recall@3"], python["tokens"]) == {
+            "ctx04": ("0.667", "0.833", "183.5"), "bm25": ("0.667", "1.000", "322.5")
+        }[system]
+        # The whole run's summary mixes both.
+        assert table(done.stdout)["recall@1"] == ["0.444"]
+    done = ctx04(runs.env, "eval", "--compare", outs["ctx04"], outs["bm25"])
+    assert done.returncode == 0, done.stderr
+    assert "per language, Δ (B − A):" in done.stdout
+    rows = table(done.stdout)
+    assert rows["Go"] == ["1", *(["+0.000"] * 12), "+0.0"]
+    python = dict(zip(METRICS, rows["Python"][1:], strict=True))
+    assert (python["recall@3"], python["tokens"]) == ("+0.167", "+139.0")
+    # Unlabelled records give no per-language table.
+    done = ctx04(runs.env, "eval", "--compare", runs.tmp / "ctx04.jsonl", runs.tmp / "bm25.jsonl")
+    assert "per language" not in done.stdout

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pluggy
 import pytest
-from bench_fixture import Bench, build, git
+from bench_fixture import SHAPES_NODES, SHAPES_RS, Bench, build, git, node
 
-from ctx04_core.bench.dataset import load_instances
+from ctx04_core import hookspecs
+from ctx04_core.bench.dataset import DatasetError, load_instances
 from ctx04_core.bench.gold import (
     Gold,
     GoldError,
@@ -15,9 +17,12 @@ from ctx04_core.bench.gold import (
     file_symbols,
     gold_from_patch,
     gold_lines,
+    own_lines,
 )
 from ctx04_core.bench.trees import materialise
+from ctx04_core.hookspecs import hookimpl
 from ctx04_core.plugins import plugin_manager
+from ctx04_core.types import Node, ParsedFile
 
 
 @pytest.fixture
@@ -119,3 +124,70 @@ def test_a_patch_that_only_adds_files_has_no_gold(bench: Bench, tmp_path: Path) 
     patch = git(bench.repo, "diff", bench.commits["A"], bench.commits["C"], "--", "calc/new.py")
     with pytest.raises(GoldError):
         gold_from_patch(patch, bench.repo, plugin_manager())
+
+
+class FakeParser:
+    """A parser plugin giving fixed nodes for the paths it knows."""
+
+    def __init__(self, nodes: dict[str, tuple[Node, ...]]) -> None:
+        self.nodes = nodes
+
+    @hookimpl
+    def parse_file(self, path: str) -> ParsedFile | None:
+        found = self.nodes.get(path)
+        return None if found is None else ParsedFile("rust", found, (), ())
+
+
+def parser_pm(*plugins: object) -> pluggy.PluginManager:
+    """A plugin manager with just these plugins (none: no parser at all)."""
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    for plugin in plugins:
+        pm.register(plugin)
+    return pm
+
+
+def test_symbols_of_other_languages_kinds() -> None:
+    pm = parser_pm(FakeParser({"src/shapes.rs": SHAPES_NODES}))
+    # 1: outside every node of a parser without module node; 4: in the struct;
+    # 9: the method, not the impl around it; 12: the impl's own line; 16: a trait
+    # method. The struct and its impl share a qualname: one symbol, both regions.
+    assert file_symbols("src/shapes.rs", SHAPES_RS, (1, 4, 9, 12, 16), pm) == [
+        GoldSymbol("src/shapes.rs", None, "file", ((1, 17),)),
+        GoldSymbol("src/shapes.rs", "shapes.Point", "struct", ((3, 5), (7, 7), (11, 13))),
+        GoldSymbol("src/shapes.rs", "shapes.Point.norm", "method", ((8, 10),)),
+        GoldSymbol("src/shapes.rs", "shapes.Shape.area", "method", ((16, 16),)),
+    ]
+    # The trait's own lines are its span less its method.
+    assert file_symbols("src/shapes.rs", SHAPES_RS, (15,), pm) == [
+        GoldSymbol("src/shapes.rs", "shapes.Shape", "trait", ((15, 15), (17, 17))),
+    ]
+
+
+def test_a_type_as_large_as_its_module_is_nested_in_it() -> None:
+    nodes = (node("point", "module", 1, 3, "point.go"), node("point.Point", "struct", 1, 3,
+                                                            "point.go"))
+    pm = parser_pm(FakeParser({"point.go": nodes}))
+    text = "type Point struct {\n\tX int\n}\n"
+    assert file_symbols("point.go", text, (2,), pm) == [
+        GoldSymbol("point.go", "point.Point", "struct", ((1, 3),)),
+    ]
+    assert own_lines(nodes[0], nodes) == []
+
+
+def test_a_language_without_parser_is_the_file_itself() -> None:
+    text = "package main\n\nfunc main() {\n}\n"
+    assert file_symbols("cmd/main.go", text, (3,), parser_pm()) == [
+        GoldSymbol("cmd/main.go", None, "file", ((1, 4),))
+    ]
+
+
+def test_the_language_field(bench: Bench, tmp_path: Path) -> None:
+    first, second = bench.dataset.read_text().splitlines()
+    labelled = tmp_path / "labelled.jsonl"
+    labelled.write_text(first + "\n" + second.replace('{"instance_id"', '{"language": "Python", '
+                                                      '"instance_id"') + "\n")
+    assert [i.language for i in load_instances(labelled)] == [None, "Python"]
+    labelled.write_text(first.replace('{"instance_id"', '{"language": 3, "instance_id"') + "\n")
+    with pytest.raises(DatasetError, match=r"labelled.jsonl:1: field language is not a string"):
+        load_instances(labelled)

@@ -17,6 +17,7 @@ from ctx04_core.bench.metrics import (
     nearest_rank,
     score,
     summarise,
+    summarise_by_language,
 )
 
 GOLD = Gold(
@@ -118,6 +119,21 @@ def test_summary_counts_errors_as_empty_retrievals() -> None:
     assert summary.means["tokens"] == 50.0
     assert (summary.seconds_p50, summary.seconds_p95) == (3.0, 3.0)
     assert (summary.index_seconds_median, summary.index_seconds_total) == (2.0, 2.0)
+
+
+def test_summary_per_language() -> None:
+    runs = [record(iid, **{"recall@1": value, "tokens": 10 * value})
+            for iid, value in [("a", 1.0), ("b", 0.0), ("c", 0.5), ("d", 0.25)]]
+    assert summarise_by_language(runs) == {}  # no language: no per-language summary
+    labelled = [{**r, "language": language}
+                for r, language in zip(runs, ["Rust", "Go", "Rust", None], strict=True)]
+    by_language = summarise_by_language(labelled)
+    assert list(by_language) == ["(none)", "Go", "Rust"]  # by name; unlabelled as "(none)"
+    assert {k: (s.instances, s.means["recall@1"], s.means["tokens"])
+            for k, s in by_language.items()} == {
+        "(none)": (1, 0.25, 2.5), "Go": (1, 0.0, 0.0), "Rust": (2, 0.75, 7.5),
+    }
+    assert by_language["Rust"] == summarise(labelled[0::2])
 
 
 BASE = {"recall@1": 0.5, "recall@3": 0.6, "recall@5": 0.7, "mrr": 0.55,

@@ -116,6 +116,9 @@ def eval_command(
     Example: ctx04 eval --dataset dev.jsonl --repos repos.json --limit 10 --out run.jsonl
 
     With --compare A.jsonl B.jsonl: the two runs' summaries side by side.
+
+    When the dataset gives each task's language, the metrics are also shown
+    per language (with --compare: each language's deltas B − A).
     """
     if compare is not None:
         if dataset or repos or out:
@@ -132,10 +135,16 @@ def eval_command(
     )
     instances, repo_map = _inputs(dataset, repos, ids, limit)
     records = _run(instances, repo_map, config, out, system.value)
-    from ctx04_core.bench.metrics import summarise
+    from ctx04_core.bench.metrics import METRICS, summarise, summarise_by_language
 
     title = f"{system.value}" + (f" without {', '.join(config.disable)}" if config.disable else "")
     _show_summary(summarise(records), title)
+    by_language = summarise_by_language(records)
+    if by_language:
+        _show_languages("per language:", [
+            (language, summary.instances, [_value(m, summary.means[m]) for m in METRICS])
+            for language, summary in by_language.items()
+        ])
     Console().print(f"[dim]records: {escape(str(out))}[/]")
 
 
@@ -325,8 +334,41 @@ def _show_summary(summary: Summary, title: str) -> None:
     console.print(table)
 
 
+# Column names of the per-language table (one column per metric), as docs/benchmarks.md
+# names them, so a row fits a terminal line.
+SHORT_NAMES = {
+    "file_acc@1": "file@1", "file_acc@5": "file@5", "file_acc@10": "file@10",
+    "function_acc@5": "fn@5", "function_acc@10": "fn@10", "recall@1": "r@1",
+    "recall@3": "r@3", "recall@5": "r@5", "mrr": "MRR", "required_file_recall": "file rec",
+    "required_symbol_recall": "sym rec", "irrelevant_context_ratio": "irrel", "tokens": "tokens",
+}
+
+
+def _show_languages(title: str, rows: list[tuple[str, int, list[str]]]) -> None:
+    """A table of (language, instances, one cell per metric) rows."""
+    from rich.measure import Measurement
+
+    from ctx04_core.bench.metrics import METRICS
+
+    table = Table()
+    table.add_column("language")
+    table.add_column("n", justify="right")
+    for metric in METRICS:
+        table.add_column(SHORT_NAMES[metric], justify="right")
+    for language, count, cells in rows:
+        table.add_row(escape(language), str(count), *cells)
+    console = Console()
+    # Rich would crop a table wider than the console (80 columns in a log
+    # file): print it whole, and let a narrow terminal wrap its lines.
+    wide = Measurement.get(console, console.options.update_width(1000), table).maximum
+    if wide > console.width:
+        console = Console(width=wide)
+    console.print(title)
+    console.print(table)
+
+
 def _compare(a: Path, b: Path) -> None:
-    from ctx04_core.bench.metrics import METRICS, summarise
+    from ctx04_core.bench.metrics import METRICS, summarise, summarise_by_language
 
     paired = _paired(a, b)
     if not paired.a:
@@ -349,6 +391,17 @@ def _compare(a: Path, b: Path) -> None:
         table.add_row(name, _seconds(x_s), _seconds(y_s),
                       "-" if delta is None else f"{delta:+.2f}")
     console.print(table)
+    first_by = summarise_by_language(paired.a)
+    if first_by:
+        # Each pair is grouped under A's language, so both runs split alike.
+        second_by = summarise_by_language([
+            y | {"language": x.get("language")} for x, y in zip(paired.a, paired.b, strict=True)
+        ])
+        _show_languages("per language, Δ (B − A):", [
+            (language, x_l.instances,
+             [_delta(m, second_by[language].means[m] - x_l.means[m]) for m in METRICS])
+            for language, x_l in first_by.items()
+        ])
 
 
 def _show_decision(decision: Decision, paired: Paired) -> None:

@@ -1,4 +1,9 @@
-"""Reading the benchmark's inputs: SWE-bench JSON Lines, an id list, the repo map."""
+"""Reading the benchmark's inputs: SWE-bench JSON Lines, an id list, the repo map.
+
+An instance may carry a ``language`` (SWE-bench Multilingual has none of its
+own; ctx04's dev_multilingual split labels each task): runs then summarise
+per language too.
+"""
 
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ class Instance:
     base_commit: str
     problem_statement: str
     patch: str  # the gold diff, a/ and b/ prefixes
+    language: str | None = None  # the task's programming language, when the dataset says
 
 
 def load_instances(
@@ -78,4 +84,7 @@ def _instance(path: Path, number: int, line: str) -> Instance:
     missing = [f for f in FIELDS if not isinstance(data.get(f), str)]
     if missing:
         raise DatasetError(f"{path}:{number}: missing or non-string field(s) {', '.join(missing)}")
-    return Instance(*(data[f] for f in FIELDS))
+    language = data.get("language")
+    if language is not None and not isinstance(language, str):
+        raise DatasetError(f"{path}:{number}: field language is not a string")
+    return Instance(**{f: data[f] for f in FIELDS}, language=language)

@@ -6,14 +6,16 @@
   for a pure insertion (a run of added lines with no deleted line beside
   it) the line before the insertion point, at least 1;
 - gold symbols: per gold line, the innermost function or method of the base
-  file containing it, else the innermost class, else the file's module node.
+  file containing it, else the innermost type-like definition (a class, or
+  another language's struct, enum, interface, trait, impl or namespace:
+  ``TYPE_KINDS``), else the file's module node.
   Files are parsed with the plugin manager's ``parse_file`` hook, so any
   language with a parser plugin works; a file that does not parse (or that
   the snapshot lacks) gives the symbol ``(path, None)``: the file itself.
 
 A symbol is identified by ``(path, qualname)``. Its region, used by the
 irrelevant-context ratio, is its own lines: a function's or method's whole
-span, a class's or module's span minus the definitions nested in it (those
+span, a type's or module's span minus the definitions nested in it (those
 are symbols of their own), the whole file for ``(path, None)``.
 """
 
@@ -28,11 +30,12 @@ from typing import Any
 import pluggy
 
 from ctx04_core.repository import split_lines
-from ctx04_core.types import Node, ParsedFile
+from ctx04_core.types import FUNCTION_KINDS, TYPE_KINDS, Node, ParsedFile
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-_FUNCTIONS = ("function", "method")
-_DEPTH = {"module": 0, "class": 1, "function": 2, "method": 2}
+# Nesting depth by kind: a node with the very same span as another is nested
+# in it when it is the deeper kind.
+_DEPTH = {"module": 0, **dict.fromkeys(TYPE_KINDS, 1), **dict.fromkeys(FUNCTION_KINDS, 2)}
 
 Region = tuple[tuple[int, int], ...]  # inclusive runs of line numbers, sorted
 
@@ -41,7 +44,7 @@ Region = tuple[tuple[int, int], ...]  # inclusive runs of line numbers, sorted
 class GoldSymbol:
     path: str
     qualname: str | None  # None: the file itself, which does not parse
-    kind: str  # function | method | class | module | file
+    kind: str  # a Node kind (FUNCTION_KINDS, TYPE_KINDS, module), or file
     region: Region
 
     @property
@@ -121,9 +124,9 @@ def file_symbols(
 
 
 def _enclosing(nodes: tuple[Node, ...], line: int) -> Node | None:
-    """The innermost function or method holding ``line``, else class, else the module."""
+    """The innermost function or method holding ``line``, else type, else the module."""
     holding = [n for n in nodes if n.span.start_line <= line <= n.span.end_line]
-    for kinds in (_FUNCTIONS, ("class",), ("module",)):
+    for kinds in (FUNCTION_KINDS, TYPE_KINDS, frozenset({"module"})):
         fitting = [n for n in holding if n.kind in kinds]
         if fitting:
             return min(fitting, key=lambda n: (n.span.end_line - n.span.start_line,
@@ -132,18 +135,18 @@ def _enclosing(nodes: tuple[Node, ...], line: int) -> Node | None:
 
 
 def own_lines(node: Node, nodes: Sequence[Node]) -> list[int]:
-    """The node's own lines: a function's or method's whole span, a class's or
+    """The node's own lines: a function's or method's whole span, a type's or
     module's span minus every other node of the file nested in it.
 
     The same lines as :func:`ctx04_core.stages.regions.own_lines`, computed
     from the file's nodes at hand instead of asking the index per node.
     """
     span = node.span
-    if node.kind in _FUNCTIONS:
+    if node.kind in FUNCTION_KINDS:
         return list(range(span.start_line, span.end_line + 1))
     nested: set[int] = set()
     for other in nodes:
-        # A node with the very same span is nested when it is the smaller
+        # A node with the very same span is nested when it is the deeper
         # kind (a file holding one class and nothing else).
         inside = span.contains(other.span) and (
             other.span != span or _DEPTH[other.kind] > _DEPTH[node.kind]

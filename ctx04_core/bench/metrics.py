@@ -29,6 +29,9 @@ Wall time is summarised over the instances that did not fail, as p50 and
 p95 by the nearest-rank rule (the ceil(p/100 · n)-th smallest value), and
 the index build time as the median and the total of the per-instance index
 refresh seconds.
+
+When the records carry the instances' ``language``, a run is also summarised
+per language, the same way over each language's instances.
 """
 
 from __future__ import annotations
@@ -190,6 +193,19 @@ def summarise(records: Sequence[Mapping[str, Any]]) -> Summary:
         index_seconds_median=statistics.median(index) if index else None,
         index_seconds_total=sum(index) if index else None,
     )
+
+
+UNLABELLED = "(none)"  # the group of records without a language, in a run where others have one
+
+
+def summarise_by_language(records: Sequence[Mapping[str, Any]]) -> dict[str, Summary]:
+    """Each language's summary, by language name; empty when no record names a language."""
+    if not any(r.get("language") for r in records):
+        return {}
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        groups.setdefault(record.get("language") or UNLABELLED, []).append(record)
+    return {language: summarise(groups[language]) for language in sorted(groups)}
 
 
 def nearest_rank(ordered: Sequence[float], percent: float) -> float | None:

@@ -101,7 +101,7 @@ def evaluate(
 ) -> dict[str, Any]:
     record: dict[str, Any] = {
         "instance_id": instance.instance_id, "repo": instance.repo,
-        "base_commit": instance.base_commit, "system": header.system,
+        "language": instance.language, "base_commit": instance.base_commit, "system": header.system,
         "disabled": header.disabled, "plugins": header.plugins, "settings": header.settings,
         "gold": None, "ranked": [], "shown": [], "metrics": dict(FAILED), "tokens": 0,
         "seconds": None, "index_seconds": None, "tree_seconds": None, "missing_blobs": [],

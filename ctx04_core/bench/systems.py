@@ -4,11 +4,16 @@ Each takes the task text and a materialised tree and returns an
 :class:`~ctx04_core.bench.metrics.Answer`: the ranked candidates, the lines
 its slice shows, the slice's tokens and the wall time.
 
-The BM25 baseline ranks every function, method, class and module node of
-the repository's code index with the ``bm25s`` package (its default
-tokenization, English stopwords, its default Lucene BM25), each document
-being the node's own lines (a function's whole span, a class's or module's
-span minus the definitions nested in it), the query being the whole task.
+The BM25 baseline ranks documents of the files ctx04's code index walks
+(the parser plugins' source globs, so the languages ctx04 covers) with the
+``bm25s`` package (its default tokenization, English stopwords, its default
+Lucene BM25), the query being the whole task. The documents of a file the
+parse hook parsed are its definitions' own lines: a function's or method's
+whole span, a type's (class, struct, impl, ...) or module's span minus the
+definitions nested in it; when the parser gives no module node, the lines
+outside every definition are one more document, of kind ``lines`` without a
+qualname (the file itself, as ctx04's merge places such a line). A file with
+no parser, or that does not parse, is cut into runs of ``CHUNK_LINES`` lines.
 Its slice renders the top documents' own lines in rank order, in ctx04's
 own excerpt format, keeping the longest prefix of the ranking whose text
 fits the token budget, so its tokens and irrelevant-context ratio compare
@@ -18,14 +23,19 @@ with ctx04's. Documents scoring 0 (no query term) are not ranked.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ctx04_core.bench.gold import own_lines
 from ctx04_core.bench.metrics import Answer, RankedItem, Shown
 from ctx04_core.settings import Settings
+from ctx04_core.types import Candidate, Node, Span
 
 SYSTEMS = ("ctx04", "bm25")
+SOURCE = "bm25"  # the baseline's candidates' source
+RUN = "lines"  # a run of lines: a chunk of an unparsed file, or a file's lines outside every node
+CHUNK_LINES = 60
 BM25_TOP_K = 20
 BM25_SETTINGS = {"top_k": BM25_TOP_K, "stopwords": "en", "method": "lucene", "k1": 1.5, "b": 0.75}
 
@@ -55,14 +65,13 @@ def run_ctx04(task: str, root: Path, settings: Settings, disable: Iterable[str])
 def run_bm25(task: str, root: Path, settings: Settings) -> Answer:
     import bm25s
 
-    from ctx04_core.bench.gold import own_lines
     from ctx04_core.evidence import HEADER, heading, quoted_lines, source_ref
     from ctx04_core.pipeline import open_repo
     from ctx04_core.plugins import plugin_manager
     from ctx04_core.repository import resolve_root
     from ctx04_core.ripgrep import list_files
     from ctx04_core.tokens import count_tokens
-    from ctx04_core.types import Candidate, Excerpt, RankedCandidate
+    from ctx04_core.types import Excerpt, RankedCandidate
 
     started = time.perf_counter()
     # Repo reads only files under its root as given, so the root must be resolved.
@@ -73,14 +82,12 @@ def run_bm25(task: str, root: Path, settings: Settings) -> Answer:
         for path in list_files(root, repo.globs, settings.exclude_globs,
                                settings.search_timeout_s):
             source = repo.source(path)
-            nodes = repo.index.file_nodes(path)
-            if source is None or not nodes:
+            if source is None:
                 continue
-            for node in nodes:
-                numbers = [n for n in own_lines(node, nodes) if n <= len(source.lines)]
-                if numbers:
-                    candidate = Candidate(node.span, node.kind, node.qualname, ("bm25",))
-                    docs.append((candidate, [(n, source.lines[n - 1]) for n in numbers]))
+            for candidate, numbers in file_documents(
+                path, repo.index.file_nodes(path), len(source.lines)
+            ):
+                docs.append((candidate, [(n, source.lines[n - 1]) for n in numbers]))
         order = _bm25_order(bm25s, task, ["\n".join(t for _, t in lines) for _, lines in docs])
         text = HEADER
         ranked: list[RankedItem] = []
@@ -107,6 +114,32 @@ def run_bm25(task: str, root: Path, settings: Settings) -> Answer:
         repo.index.close()
     return Answer(tuple(ranked), tuple(shown), count_tokens(text), time.perf_counter() - started,
                   stats.seconds)
+
+
+def file_documents(
+    path: str, nodes: Sequence[Node], line_count: int
+) -> list[tuple[Candidate, list[int]]]:
+    """The BM25 documents of one file of ``line_count`` lines: (candidate, its line numbers).
+
+    ``nodes`` are the file's definitions (none when it has no parser or does
+    not parse); documents without a line are left out.
+    """
+    if not nodes:
+        ends = [(start, min(start + CHUNK_LINES - 1, line_count))
+                for start in range(1, line_count + 1, CHUNK_LINES)]
+        return [(Candidate(Span(path, first, last), RUN, None, (SOURCE,)),
+                 list(range(first, last + 1))) for first, last in ends]
+    docs = []
+    for node in nodes:
+        numbers = [n for n in own_lines(node, nodes) if n <= line_count]
+        if numbers:
+            docs.append((Candidate(node.span, node.kind, node.qualname, (SOURCE,)), numbers))
+    if not any(node.kind == "module" for node in nodes):
+        inside = {n for node in nodes for n in range(node.span.start_line, node.span.end_line + 1)}
+        rest = [n for n in range(1, line_count + 1) if n not in inside]
+        if rest:
+            docs.append((Candidate(Span(path, rest[0], rest[-1]), RUN, None, (SOURCE,)), rest))
+    return docs
 
 
 def _bm25_order(bm25s: Any, task: str, texts: list[str]) -> list[tuple[int, float]]:
