@@ -43,7 +43,9 @@ def source_globs() -> list[str] | None:
 
     Called once per index refresh and once per retrieval; collected. The
     union decides which files the index walks and which files lexical recall
-    searches. A parser plugin implements it alongside :func:`parse_file`.
+    searches. A parser plugin implements it alongside :func:`parse_file`; a
+    plugin may also name files it only wants searched (the bundled
+    ``unparsed`` plugin does), which the index lists as ``no_parser``.
     """
 
 

@@ -8,10 +8,11 @@ _TEST_DIRS = frozenset({
     "test", "tests", "testing", "__tests__", "spec", "specs", "e2e", "testdata",
 })
 # Documentation, examples and benchmarks: code that shows or measures the
-# library rather than being it.
+# library rather than being it; and a web framework's static assets and
+# translations (sphinx ships jQuery in themes/basic/static/).
 _AUXILIARY_DIRS = frozenset({
     "doc", "docs", "example", "examples", "galleries", "tutorials", "benchmarks", "asv_bench",
-    "benches",
+    "benches", "static", "locale",
 })
 # test_x.py, x_test.go, x_tests.rs, x.test.ts, x.spec.js, x_spec.rb, XTest.java,
 # XTests.cs, conftest.py

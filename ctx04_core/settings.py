@@ -23,10 +23,11 @@ class Settings:
     max_term_chars: int = 120
     max_goal_hint_chars: int = 200
     # §3.2 recall; folders never searched or indexed: other people's code
-    # (vendor/, node_modules/, third_party/) and build output that is
-    # committed (JavaScript's dist/, Rust's target/, minified bundles).
+    # (vendor/, node_modules/, third_party/, at any depth: django keeps jQuery
+    # in .../static/admin/js/vendor/) and build output that is committed
+    # (JavaScript's dist/, Rust's target/, minified bundles).
     exclude_globs: tuple[str, ...] = (
-        "vendor/**", "node_modules/**", "site-packages/**", "third_party/**",
+        "**/vendor/**", "**/node_modules/**", "site-packages/**", "**/third_party/**",
         "external/**", "build/**", ".git/**", "dist/**", "target/**", "*.min.js",
     )
     hits_per_term: int = 40

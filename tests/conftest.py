@@ -63,6 +63,14 @@ def indexed() -> Iterator[Callable[..., Repo]]:
         repo.index.close()
 
 
+# Every plugin the dev install registers (requirements-dev.txt), by entry-point name.
+INSTALLED_PLUGINS = [
+    "apidesc", "assemble", "bm25", "c", "callgraph", "cpp", "go", "java", "javascript", "php",
+    "pin", "prune", "python", "rerank", "ripgrep", "ruby", "rust", "traceback", "typescript",
+    "unparsed", "vet",
+]
+
+
 # A small but realistic package: a task about one of its functions should
 # bring that function to the top.
 SHOP: dict[str, str | bytes] = {

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SHOP, make_git_repo
+from conftest import INSTALLED_PLUGINS, SHOP, make_git_repo
 
 from ctx04_core import retrieve
 from ctx04_core.output import retrieval_json
@@ -92,10 +92,7 @@ def test_the_json_is_the_documented_schema(shop: Path) -> None:
     ).hexdigest()
     assert first_ref["excerpt_digest"] == hashlib.sha256(first_ref["text"].encode()).hexdigest()
     assert (first_ref["base"], first_ref["shortened"]) == (head, False)
-    assert data["diagnostics"]["plugins"] == [
-        "apidesc", "assemble", "bm25", "callgraph", "pin", "prune", "python", "rerank",
-        "ripgrep", "traceback", "vet",
-    ]
+    assert data["diagnostics"]["plugins"] == INSTALLED_PLUGINS
     assert data["diagnostics"]["settings"]["budget_tokens"] == 4000
 
 
@@ -135,3 +132,19 @@ def test_a_folder_that_is_not_a_git_repository_has_no_base(tmp_path: Path) -> No
     result = retrieve("parse_header splits on every colon", root)
     assert result.base is None
     assert result.candidates[0].candidate.qualname == "mod.parse_header"
+
+
+def test_a_language_without_a_parser_is_searched_and_reported(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "r", {
+        "app/main.py": "def start():\n    return 1\n",
+        "app/Billing.kt": "class Billing {\n    fun charge_twice() = 2\n}\n",
+    })
+    result = retrieve("charge_twice bills the customer twice", root)
+    assert result.index.failures == (
+        ("app/Billing.kt", "no_parser", "no enabled plugin parses this file"),
+    )
+    top = result.candidates[0].candidate
+    assert (top.kind, top.qualname, top.span.path, top.sources) == (
+        "lines", None, "app/Billing.kt", ("ripgrep",),
+    )
+    assert (top.span.start_line, top.span.end_line) == (2, 2)

@@ -28,6 +28,7 @@ def test_source_files(path: str) -> None:
 
 @pytest.mark.parametrize("path", [
     "docs/conf.py", "examples/basic/main.go", "benches/parse.rs", "benchmarks/bench_x.py",
+    "sphinx/themes/basic/static/doctools.js", "sphinx/locale/ja/LC_MESSAGES/sphinx.js",
 ])
 def test_auxiliary_files_that_are_not_tests(path: str) -> None:
     assert not is_test_path(path)

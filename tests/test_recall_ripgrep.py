@@ -170,6 +170,7 @@ def test_excluded_folders_are_not_searched(tmp_path: Path, indexed: Indexed) -> 
         "node_modules/x/y.py": "token = 4\n",
         "pkg/site-packages/z.py": "token = 5\n",  # only the top-level folder is excluded
         "dist/bundle.py": "token = 6\n",
+        "pkg/admin/vendor/lib.py": "token = 8\n",  # other people's code at any depth
         "target/debug/gen.py": "token = 7\n",
     })
     result = recall(indexed(root), query(identifiers=("token",)))
