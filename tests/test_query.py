@@ -148,8 +148,8 @@ def test_other_languages_qualified_names_resolve_by_their_last_name() -> None:
     )
     assert query.identifiers == (
         "com.google.gson.Gson.toJson", "tokio::runtime::Builder::enable_all",
-        "$request->input", "App\\Http\\Kernel", "Parser#parse", "Kernel", "enable_all", "input",
-        "parse",
+        "$request->input", "App\\Http\\Kernel", "Parser#parse", "Kernel", "toJson",
+        "enable_all", "input", "parse",
     )
     assert query.unresolved == ("docs.html",)
 

@@ -47,7 +47,8 @@ QUALIFIED = re.compile(
     r"|[A-Z][A-Za-z0-9_]*#[a-z_][A-Za-z0-9_]*"
     r"|[A-Z][A-Za-z0-9_]*(?:\\[A-Z][A-Za-z0-9_]*)+"
 )
-CAMEL = re.compile(r"\b[A-Z][a-zA-Z0-9_]+\b")
+# CamelCase, and the lowerCamelCase of JavaScript, Java and Go (``fullName``).
+CAMEL = re.compile(r"\b[A-Z][a-zA-Z0-9_]+\b|\b[a-z_][a-z0-9_]*[A-Z][a-zA-Z0-9_]*\b")
 SNAKE = re.compile(r"\b[a-z_][a-z0-9_]*\b")
 TEST_NAME = re.compile(r"\S+\.py::\S+|\S+::\S+::\S+")
 # A quote that opens or closes a word (``don't``) is an apostrophe, not a quote.
