@@ -152,15 +152,29 @@ def test_oversized_set_keeps_a_prefix_within_the_token_cap(repo: Repo) -> None:
 
 
 def test_never_mid_entry_and_no_smaller_entry_jumps_ahead(repo: Repo) -> None:
-    small, big, tiny = excerpt(1, 2), excerpt(2, 60), excerpt(3, 1)
-    budget = count_tokens(HEADER + entry_text(repo, small) + entry_text(repo, tiny)) + 40
+    small, big, tiny = excerpt(1, 20), excerpt(2, 60), excerpt(3, 1)
+    budget = count_tokens(HEADER + entry_text(repo, big)) + 40
     result = assemble(excerpts=(small, big, tiny), diagnostics=(), repo=repo,
                       settings=Settings(budget_tokens=budget))
-    # ``tiny`` would fit after ``small``, but it ranks below ``big``, which does not.
+    # ``big`` fits alone but not after ``small``; ``tiny`` would fit after
+    # ``small``, but it ranks below ``big``.
     assert [e.included for e in result.entries] == [True, False, False]
     assert result.text.startswith(HEADER + entry_text(repo, small) + "Coverage: omitted 2 (")
     for entry in result.entries:
         assert (entry.text in result.text) == entry.included
+
+
+def test_an_entry_larger_than_the_budget_does_not_hide_the_rest(repo: Repo) -> None:
+    huge, small, tiny = excerpt(1, 60), excerpt(2, 2), excerpt(3, 1)
+    budget = count_tokens(HEADER + entry_text(repo, small) + entry_text(repo, tiny)) + 40
+    assert count_tokens(HEADER + entry_text(repo, huge)) > budget
+    result = assemble(excerpts=(huge, small, tiny), diagnostics=(), repo=repo,
+                      settings=Settings(budget_tokens=budget))
+    assert [e.included for e in result.entries] == [False, True, True]
+    assert result.text == (
+        HEADER + entry_text(repo, small) + entry_text(repo, tiny)
+        + "Coverage: omitted 1 (pkg/m1.py: token budget); recall is not exhaustive.\n"
+    )
 
 
 def test_the_coverage_line_reports_what_recall_could_not_do(repo: Repo) -> None:

@@ -4,6 +4,9 @@ Entries are all or nothing, never cut. The size caps (tokens, the block's
 bytes, the headings' (references') bytes) keep a prefix of the ranking: the
 first excerpt that would break one, and every lower-ranked one after it, is
 left out, so a smaller low-ranked entry never jumps ahead of a better one.
+An excerpt that breaks a size cap on its own (a C++ header's 4,000 module
+lines) can never be shown and is left out first, so that it does not end
+the prefix before anything is shown.
 The compact profile's count budgets (paths, quoted lines, quoted bytes) skip
 an entry that does not fit and try the next. The closing coverage line is
 inside every cap, and every omission is a diagnostic.
@@ -64,6 +67,9 @@ def assemble(
     # excerpt omitted gives the largest counts.
     every_omission = tuple(Diagnostic("omitted", "") for _ in rendered)
     reserve = short_coverage(diagnostics + every_omission)
+    too_large = {id(r): cap for r in fitting if (cap := _broken_cap([r], reserve, settings))}
+    skipped.update(too_large)
+    fitting = [r for r in fitting if id(r) not in too_large]
     included, reason = len(fitting), ""
     while included >= 0 and (broken := _broken_cap(fitting[:included], reserve, settings)):
         reason = broken  # the cap the next entry would break names every omission
