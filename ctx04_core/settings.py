@@ -24,11 +24,11 @@ class Settings:
     max_goal_hint_chars: int = 200
     # §3.2 recall; folders never searched or indexed: other people's code
     # (vendor/, node_modules/, third_party/, at any depth: django keeps jQuery
-    # in .../static/admin/js/vendor/) and build output that is committed
-    # (JavaScript's dist/, Rust's target/, minified bundles).
+    # in .../static/admin/js/vendor/; C projects' deps/) and build output that
+    # is committed (JavaScript's dist/, Rust's target/, minified bundles).
     exclude_globs: tuple[str, ...] = (
         "**/vendor/**", "**/node_modules/**", "site-packages/**", "**/third_party/**",
-        "external/**", "build/**", ".git/**", "dist/**", "target/**", "*.min.js",
+        "external/**", "deps/**", "build/**", ".git/**", "dist/**", "target/**", "*.min.js",
     )
     hits_per_term: int = 40
     apidesc_limit: int = 20
@@ -46,10 +46,12 @@ class Settings:
     # auxiliary_weight=1 give the spec's plain score. idf over the whole
     # repository, not the recalled candidates; a definition the task names
     # scores x(1 + boost / how many definitions share the name); a file of
-    # tests, docs, examples or benchmarks scores x auxiliary_weight.
+    # tests, docs, examples or benchmarks scores x auxiliary_weight; a
+    # module's own lines (all that no definition holds) score x module_weight.
     repository_idf: bool = True
     definition_boost: float = 2.0
     auxiliary_weight: float = 0.15
+    module_weight: float = 1.0
     # §3.5 line prune
     prune_ratio: float = 0.6
     prune_floor: float = 1e-3
