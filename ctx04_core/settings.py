@@ -46,12 +46,10 @@ class Settings:
     # auxiliary_weight=1 give the spec's plain score. idf over the whole
     # repository, not the recalled candidates; a definition the task names
     # scores x(1 + boost / how many definitions share the name); a file of
-    # tests, docs, examples or benchmarks scores x auxiliary_weight; a
-    # module's own lines (all that no definition holds) score x module_weight.
+    # tests, docs, examples or benchmarks scores x auxiliary_weight.
     repository_idf: bool = True
     definition_boost: float = 2.0
     auxiliary_weight: float = 0.15
-    module_weight: float = 1.0
     # §3.5 line prune
     prune_ratio: float = 0.6
     prune_floor: float = 1e-3
