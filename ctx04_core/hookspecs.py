@@ -58,8 +58,10 @@ def parse_file(path: str, text: str) -> ParsedFile | None:
     ``text`` the file decoded as UTF-8. Return None for a file in a language
     the plugin does not handle, so the next parser is asked. Raise
     ``SyntaxError`` for a file in its language that does not parse: the index
-    records the failure and the file stays searchable by lexical recall.
-    First result wins.
+    records the failure and the file stays searchable by lexical recall. A
+    parser that recovers from errors (tree-sitter) returns what it recovered
+    with ``error_lines`` set instead: the index keeps the nodes and lists the
+    file as ``partial``. First result wins.
     """
 
 

@@ -960,3 +960,15 @@ def test_the_function_a_task_names_ranks_first(language: str, tmp_path: Path) ->
     [(first, last)] = [(row[2], row[3]) for row in case.nodes if row[0] == case.answer]
     top = result.candidates[0].candidate
     assert (top.qualname, top.span) == (qualified(case, case.answer), Span(case.path, first, last))
+
+
+def test_a_file_that_parses_in_part_is_indexed_and_listed(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "r", {
+        "geo/point.go": "package geo\n\nfunc Dist() int {\n\treturn 1\n}\n\nfunc (\n",
+    })
+    result = retrieve("Dist returns the wrong distance", root)
+    assert result.index.failures == (
+        ("geo/point.go", "partial", "indexed around code that does not parse at line(s) 7"),
+    )
+    top = result.candidates[0].candidate
+    assert (top.qualname, top.span.start_line, top.span.end_line) == ("geo.point.Dist", 3, 5)
