@@ -32,8 +32,11 @@ def own_lines(candidate: Candidate, repo: Repo) -> list[int]:
     node = node_of(candidate, repo) if candidate.kind in CONTAINER_KINDS else None
     if node is None:
         return list(lines)
-    nested = [child.span for child in repo.index.children(node)]
-    return [n for n in lines if not any(s.start_line <= n <= s.end_line for s in nested)]
+    nested = {
+        n for child in repo.index.children(node)
+        for n in range(child.span.start_line, child.span.end_line + 1)
+    }
+    return [n for n in lines if n not in nested]
 
 
 def own_text(candidate: Candidate, repo: Repo) -> list[tuple[int, str]]:
