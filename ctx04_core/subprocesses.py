@@ -42,15 +42,16 @@ def run_bounded(
     cwd: Path,
     timeout_s: float,
     max_stdout_bytes: int,
-    enough: Callable[[bytes], bool] | None = None,
+    consume: Callable[[bytes], bool] | None = None,
 ) -> ChildResult:
     """Run ``argv``, reading its output as it comes, and stop it when it overruns.
 
     The child is stopped at the deadline (``"timeout"``), when its output
-    passes ``max_stdout_bytes`` (``"output_limit"``), or when ``enough``,
-    called with each chunk of output as it arrives, says the output so far
-    answers the question (``"enough"``). What was read before the stop is
-    returned. Raises OSError when it cannot start.
+    passes ``max_stdout_bytes`` (``"output_limit"``), or when ``consume``
+    says the output so far answers the question (``"enough"``). What was
+    read before the stop is returned in ``stdout``; with ``consume`` it is
+    handed over instead, chunk by chunk as it arrives, and not kept (the
+    result's ``stdout`` is empty). Raises OSError when it cannot start.
     """
     deadline = time.monotonic() + timeout_s
     out, err = bytearray(), bytearray()
@@ -60,8 +61,8 @@ def run_bounded(
     ) as proc:
         assert proc.stdout is not None and proc.stderr is not None  # both are PIPE
         try:
-            stopped = _pump(proc.stdout.fileno(), proc.stderr.fileno(), out, err, deadline,
-                            max_stdout_bytes, enough)
+            stopped = _pump(proc.stdout.fileno(), proc.stderr.fileno(), err, deadline,
+                            max_stdout_bytes, consume or _keep(out))
             if stopped is None:
                 try:
                     proc.wait(max(0.0, deadline - time.monotonic()))
@@ -76,11 +77,22 @@ def run_bounded(
     return ChildResult(None if stopped else proc.returncode, bytes(out), bytes(err), stopped)
 
 
+def _keep(out: bytearray) -> Callable[[bytes], bool]:
+    """A consumer that keeps every chunk in ``out`` and never has enough."""
+
+    def keep(chunk: bytes) -> bool:
+        out.extend(chunk)
+        return False
+
+    return keep
+
+
 def _pump(
-    out_fd: int, err_fd: int, out: bytearray, err: bytearray, deadline: float,
-    max_stdout_bytes: int, enough: Callable[[bytes], bool] | None,
+    out_fd: int, err_fd: int, err: bytearray, deadline: float, max_stdout_bytes: int,
+    consume: Callable[[bytes], bool],
 ) -> Stopped | None:
     """Read both pipes until EOF, or return why reading stopped early."""
+    read = 0
     with selectors.DefaultSelector() as selector:
         selector.register(out_fd, selectors.EVENT_READ)
         selector.register(err_fd, selectors.EVENT_READ)
@@ -95,12 +107,11 @@ def _pump(
                 elif key.fd == err_fd:
                     err += chunk[: max(0, MAX_STDERR_BYTES - len(err))]
                 else:
-                    over = len(out) + len(chunk) > max_stdout_bytes
+                    over = read + len(chunk) > max_stdout_bytes
                     if over:
-                        chunk = chunk[: max_stdout_bytes - len(out)]
-                    out += chunk
-                    # A consumer reading as it goes sees exactly the bytes returned.
-                    if enough is not None and enough(chunk):
+                        chunk = chunk[: max_stdout_bytes - read]
+                    read += len(chunk)
+                    if consume(chunk):
                         return "enough"
                     if over:
                         return "output_limit"

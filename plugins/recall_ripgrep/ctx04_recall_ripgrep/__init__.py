@@ -166,7 +166,7 @@ def search(root: Path, terms: list[str], globs: tuple[str, ...], settings: Setti
     attributed = TermHits(terms, cap + 1)
     done = run_bounded(
         rg_command(terms, globs, settings), cwd=root, timeout_s=settings.search_timeout_s,
-        max_stdout_bytes=_MAX_OUTPUT_BYTES, enough=attributed.feed,
+        max_stdout_bytes=_MAX_OUTPUT_BYTES, consume=attributed.feed,
     )
     diagnostics: list[Diagnostic] = []
     for term, found in attributed.hits.items():
