@@ -12,16 +12,6 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # How languages qualify a name: a.b (Python, Go, Java, JS), a::b (Rust, C++,
 # PHP statics), a->b (PHP, C), A\B (PHP namespaces), A#b (Ruby instance methods).
 QUALIFIER = re.compile(r"::|->|[.\\#]")
-
-
-def simple_name(qualified: str) -> str:
-    """The last name of a qualified one: ``b`` of ``a.b``, ``a::b``, ``$a->b``."""
-    return QUALIFIER.split(qualified)[-1]
-
-
-def dotted(qualified: str) -> str:
-    """The qualified name as the code index writes it: ``a::b::C`` is ``a.b.C``."""
-    return QUALIFIER.sub(".", qualified.lstrip("$"))
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
 # Boundaries inside an identifier: snake_case, camelCase, HTTPServer, v2Beta.
 _PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -61,3 +51,13 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 def content_terms(text: str) -> list[str]:
     """The distinct terms of ``text`` less stopwords, in first-seen order."""
     return [term for term in dict.fromkeys(tokenize(text)) if term not in STOPWORDS]
+
+
+def simple_name(qualified: str) -> str:
+    """The last name of a qualified one: ``b`` of ``a.b``, ``a::b``, ``$a->b``."""
+    return QUALIFIER.split(qualified)[-1]
+
+
+def dotted(qualified: str) -> str:
+    """The qualified name as the code index writes it: ``a::b::C`` is ``a.b.C``."""
+    return QUALIFIER.sub(".", qualified.lstrip("$"))

@@ -32,6 +32,8 @@ from ctx04_core.text import dotted, tokenize
 from ctx04_core.types import Edge, Node, ParsedFile, Span
 
 DB_NAME = "index.sqlite3"
+# The files whose nodes are in the index: parsed whole, or around errors.
+_PARSED = "status IN ('ok', 'partial')"
 LOCK_TIMEOUT_S = 60.0
 MAX_QUERY_TOKENS = 64
 # Rows are flushed to SQLite every this many files, inside the one transaction.
@@ -265,7 +267,7 @@ class CodeIndex:
     def paths(self) -> frozenset[str]:
         """The repo-relative paths of every indexed file that parsed."""
         if self._paths is None:
-            rows = self._conn.execute("SELECT path FROM files WHERE status IN ('ok', 'partial')")
+            rows = self._conn.execute(f"SELECT path FROM files WHERE {_PARSED}")
             self._paths = frozenset(row[0] for row in rows)
         return self._paths
 
@@ -388,7 +390,7 @@ class CodeIndex:
     def languages(self) -> list[tuple[str, int]]:
         """(language, number of files) of the parsed files, most files first."""
         rows = self._conn.execute(
-            "SELECT language, count(*) AS n FROM files WHERE status IN ('ok', 'partial') "
+            f"SELECT language, count(*) AS n FROM files WHERE {_PARSED} "
             "GROUP BY language ORDER BY n DESC, language"
         )
         return [(language, count) for language, count in rows]
@@ -553,11 +555,12 @@ def _parse(rel: str, data: bytes, key: str, pm: pluggy.PluginManager) -> _Outcom
         return _Outcome(key, "syntax_error", f"line {err.lineno}: {err.msg}")
     if parsed is None:
         return _Outcome(key, "no_parser", "no enabled plugin parses this file")
+    status, message = "ok", ""
     if parsed.error_lines:
-        lines = ", ".join(map(str, parsed.error_lines))
-        message = f"indexed around code that does not parse at line(s) {lines}"
-        return _Outcome(key, "partial", message, parsed=parsed, lines=split_lines(text))
-    return _Outcome(key, "ok", parsed=parsed, lines=split_lines(text))
+        status = "partial"
+        where = ", ".join(map(str, parsed.error_lines))
+        message = f"indexed around code that does not parse at line(s) {where}"
+    return _Outcome(key, status, message, parsed=parsed, lines=split_lines(text))
 
 
 def _fingerprint(pm: pluggy.PluginManager) -> str:
