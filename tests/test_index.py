@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pluggy
@@ -108,6 +109,15 @@ def index(repo: Path, tmp_path: Path) -> Iterator[CodeIndex]:
     opened = CodeIndex.open(repo, tmp_path / "index")
     yield opened
     opened.close()
+
+
+@pytest.fixture
+def built(repo: Path, tmp_path: Path, pm: pluggy.PluginManager) -> Path:
+    """The file of an index of ``repo`` refreshed once and closed, for a test to damage."""
+    index = CodeIndex.open(repo, tmp_path / "index")
+    refresh(index, pm)
+    index.close()
+    return index.path
 
 
 def refresh(index: CodeIndex, pm: pluggy.PluginManager, **overrides: object) -> RefreshStats:
@@ -456,16 +466,12 @@ def test_default_location_is_the_user_cache_not_the_repo(
 
 
 def test_a_corrupt_index_is_moved_aside_and_rebuilt(
-    repo: Path, tmp_path: Path, pm: pluggy.PluginManager
+    built: Path, repo: Path, tmp_path: Path, pm: pluggy.PluginManager
 ) -> None:
-    index = CodeIndex.open(repo, tmp_path / "index")
-    refresh(index, pm)
-    index.close()
     garbage = b"this is not a database at all " * 200
-    index.path.write_bytes(garbage)
+    built.write_bytes(garbage)
 
-    reopened = CodeIndex.open(repo, tmp_path / "index")
-    try:
+    with closing(CodeIndex.open(repo, tmp_path / "index")) as reopened:
         stats = refresh(reopened, pm)
 
         assert reopened.recovered is not None
@@ -474,29 +480,23 @@ def test_a_corrupt_index_is_moved_aside_and_rebuilt(
         assert aside.read_bytes() == garbage
         assert (stats.parsed, stats.nodes) == (4, 12)
         assert [n.qualname for n in reopened.lookup("qx")] == ["pkg.util.qx"]
-    finally:
-        reopened.close()
 
 
 def test_damage_found_during_a_refresh_is_recovered_from(
-    repo: Path, tmp_path: Path, pm: pluggy.PluginManager
+    built: Path, repo: Path, tmp_path: Path, pm: pluggy.PluginManager
 ) -> None:
-    index = CodeIndex.open(repo, tmp_path / "index")
-    refresh(index, pm)
-    index.close()
-    with sqlite3.connect(index.path) as conn:
+    with sqlite3.connect(built) as conn:
         page_size = conn.execute("PRAGMA page_size").fetchone()[0]
         [root_page] = conn.execute(
             "SELECT rootpage FROM sqlite_master WHERE name = 'edges'"
         ).fetchone()
-    with open(index.path, "r+b") as db:
+    with open(built, "r+b") as db:
         # Opening reads the schema, meta and files pages; only writing edges finds this.
         db.seek((root_page - 1) * page_size)
         db.write(b"\xff" * page_size)
     rewrite(repo / "app.py", APP + "\n\ndef extra():\n    pass\n")
 
-    reopened = CodeIndex.open(repo, tmp_path / "index")
-    try:
+    with closing(CodeIndex.open(repo, tmp_path / "index")) as reopened:
         assert reopened.recovered is None
         stats = refresh(reopened, pm)
 
@@ -504,26 +504,18 @@ def test_damage_found_during_a_refresh_is_recovered_from(
         assert "database disk image is malformed" in reopened.recovered
         assert (stats.parsed, stats.nodes) == (4, 13)
         assert [n.qualname for n in reopened.lookup("extra")] == ["app.extra"]
-    finally:
-        reopened.close()
 
 
 def test_an_index_of_another_schema_version_is_rebuilt(
-    repo: Path, tmp_path: Path, pm: pluggy.PluginManager
+    built: Path, repo: Path, tmp_path: Path, pm: pluggy.PluginManager
 ) -> None:
-    index = CodeIndex.open(repo, tmp_path / "index")
-    refresh(index, pm)
-    index.close()
-    with sqlite3.connect(index.path) as conn:
+    with sqlite3.connect(built) as conn:
         conn.execute("UPDATE meta SET value = 'old' WHERE key = 'schema_version'")
 
-    reopened = CodeIndex.open(repo, tmp_path / "index")
-    try:
+    with closing(CodeIndex.open(repo, tmp_path / "index")) as reopened:
         assert reopened.recovered is None
         assert reopened.failures() == []
         assert refresh(reopened, pm).parsed == 4
-    finally:
-        reopened.close()
 
 
 def test_a_held_lock_times_out_with_a_clear_message(
