@@ -186,6 +186,10 @@ def test_eval_bad_input_exits_2(runs: Runs, tmp_path: Path) -> None:
     missing = tmp_path / "nope.jsonl"
     done = ctx04(runs.env, "eval", "--compare", missing, missing)
     assert done.returncode == 2 and "cannot read" in done.stderr
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes(b'{"instance_id": "caf\xe9"}\n')
+    done = ctx04(runs.env, "ab", "--current", latin1, "--candidate", latin1)
+    assert done.returncode == 2 and f"{latin1}: not UTF-8 (" in done.stderr
 
 
 def ab_record(iid: str, **values: float) -> str:

@@ -51,6 +51,8 @@ def load_records(path: Path) -> list[dict[str, Any]]:
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise RecordsError(f"cannot read {path}: {err.strerror or err}") from err
+    except UnicodeDecodeError as err:
+        raise RecordsError(f"{path}: not UTF-8 ({err})") from err
     records = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
