@@ -229,7 +229,7 @@ def test_ablate(runs: Runs) -> None:
     done = ctx04(runs.env, "ablate", "--dataset", runs.bench.dataset, "--repos", runs.bench.repos,
                  "--cache-dir", runs.tmp / "trees", "--out-dir", out)
     assert done.returncode == 0, done.stderr
-    names = ["ripgrep", "apidesc", "callgraph", "rerank", "prune"]
+    names = ["ripgrep", "apidesc", "callgraph", "bm25", "traceback", "rerank", "prune"]
     assert sorted(p.name for p in out.iterdir()) == sorted(
         ["full.jsonl", *(f"no-{n}.jsonl" for n in names)]
     )

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from ctx04_core.bench.runner import RunConfig
     from ctx04_core.settings import Settings
 
-DEFAULT_ABLATIONS = ("ripgrep", "apidesc", "callgraph", "rerank", "prune")
+DEFAULT_ABLATIONS = ("ripgrep", "apidesc", "callgraph", "bm25", "traceback", "rerank", "prune")
 
 
 class SystemName(StrEnum):
