@@ -68,11 +68,25 @@ def kept(excerpts: list[Excerpt]) -> dict[str | None, list[int]]:
     return {e.ranked.candidate.qualname: [n for n, _ in e.lines] for e in excerpts}
 
 
+def test_rank_one_function_is_whole_and_the_rest_keep_their_best_lines(repo: Repo) -> None:
+    # Defaults: handle (rank 1) whole, 1-9 (10 is blank, the span ends at 9);
+    # lookup keeps its signature and line 17, its best (and only scoring) line.
+    excerpts = run(repo, ranked_functions(repo, "handle", "lookup", "unrelated"))
+    assert kept(excerpts) == {
+        "auth.handle": [1, 2, 3, 4, 5, 6, 7, 8, 9], "auth.lookup": [12, 13, 14, 15, 17],
+    }
+    # With none shown whole, handle too keeps only its best line 2 (3.65) and
+    # its signature: τ = 0.9 × 3.65 = 3.29 and the next best line scores 1.41.
+    pruned = run(repo, ranked_functions(repo, "handle", "lookup"), whole_function_ranks=0)
+    assert kept(pruned) == {"auth.handle": [1, 2], "auth.lookup": [12, 13, 14, 15, 17]}
+
+
 def test_lines_below_the_ratio_are_cut_and_the_signature_stays(repo: Repo) -> None:
     # Goal terms: parse_token (×3), parse, token, when, the, session, is, expired.
     # handle's line scores: 2 → 3.65, 6 → 1.41, 4 → 1.17, 7 → 1.17, 3 → 0.37, rest 0,
     # so τ = 0.6 × 3.65 = 2.19 keeps line 2 only; line 1 is the signature.
-    excerpts = run(repo, ranked_functions(repo, "lookup", "handle", "unrelated"))
+    excerpts = run(repo, ranked_functions(repo, "lookup", "handle", "unrelated"),
+                   prune_ratio=0.6, whole_function_ranks=0)
     assert kept(excerpts) == {"auth.lookup": [12, 13, 14, 15, 17], "auth.handle": [1, 2]}
     assert excerpts[1].lines == (
         (1, "def handle(request):"),
@@ -82,13 +96,14 @@ def test_lines_below_the_ratio_are_cut_and_the_signature_stays(repo: Repo) -> No
 
 def test_kept_lines_widen_to_their_whole_statement(repo: Repo) -> None:
     # τ = 0.3 × 3.65 = 1.10 now keeps 4, 6 and 7; 6 and 7 sit inside check(...) on 5–8.
-    excerpts = run(repo, ranked_functions(repo, "handle", "lookup", "unrelated"), prune_ratio=0.3)
+    excerpts = run(repo, ranked_functions(repo, "handle", "lookup", "unrelated"),
+                   prune_ratio=0.3, whole_function_ranks=0)
     assert kept(excerpts)["auth.handle"] == [1, 2, 4, 5, 6, 7, 8]
 
 
 def test_multiline_decorated_signature_survives_a_pruned_body(repo: Repo) -> None:
     # lookup's only scoring line is 17 (token); 16 scores 0 and goes.
-    [excerpt] = run(repo, ranked_functions(repo, "lookup"))
+    [excerpt] = run(repo, ranked_functions(repo, "lookup"), whole_function_ranks=0)
     assert excerpt.lines == (
         (12, "@cached"),
         (13, "def lookup("),
