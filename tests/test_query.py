@@ -51,6 +51,15 @@ def test_unresolved_terms_only_when_code_shaped() -> None:
     assert query.unresolved == ("conf.Loader", "HTTPServer", "load_config")
 
 
+def test_command_line_options_are_search_terms() -> None:
+    query = build_query(
+        "`pytest --collect-only` and --dry-run--please; --To be clear, a--b and ---x are not.",
+        names=NAMES,
+        settings=SETTINGS,
+    )
+    assert query.unresolved == ("--collect-only", "--dry-run")
+
+
 def test_resolution_order_and_latest_error() -> None:
     task, error = "only recall parse_args and QuerySet", "MemStore failed in models.QuerySet"
     spec = SETTINGS.with_overrides(drop_stopword_identifiers=False)

@@ -14,6 +14,9 @@ same query:
   dotted (but not ``e.g``), containing ``_``, or CamelCase with an inner capital
   and a lowercase letter (``QuerySet``, ``HTTPServer``; not ``The`` or ``SQL``).
   Otherwise every capitalised or plain English word would be searched for.
+* A command-line option (``--collect-only``) is a code-shaped term: the
+  string a program's argument parser holds. Only lowercase ones: prose
+  writes ``--To`` and ``--Note``.
 * Resolved identifiers are ordered most specific first (dotted, CamelCase,
   snake_case with ``_``, plain words), each group in first-seen order, so the
   cap drops the vaguest.
@@ -50,6 +53,7 @@ QUALIFIED = re.compile(
 # CamelCase, and the lowerCamelCase of JavaScript, Java and Go (``fullName``).
 CAMEL = re.compile(r"\b[A-Z][a-zA-Z0-9_]+\b|\b[a-z_][a-z0-9_]*[A-Z][a-zA-Z0-9_]*\b")
 SNAKE = re.compile(r"\b[a-z_][a-z0-9_]*\b")
+CLI_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
 TEST_NAME = re.compile(r"\S+\.py::\S+|\S+::\S+::\S+")
 # A quote that opens or closes a word (``don't``) is an apostrophe, not a quote.
 QUOTED = re.compile(r"""(?<!\w)'([^'\n]+)'(?!\w)|(?<!\w)"([^"\n]+)"(?!\w)""")
@@ -142,6 +146,7 @@ def _identifiers(
             if term.rsplit(".", 1)[1] not in extensions:
                 found.append((_DOTTED, term))
         found.extend((_DOTTED, m.group()) for m in QUALIFIED.finditer(text))
+        found.extend((_DOTTED, m.group()) for m in CLI_OPTION.finditer(text))
         found.extend((_CAMEL, m.group()) for m in CAMEL.finditer(text))
         found.extend(
             (_SNAKE if "_" in m.group() else _WORD, m.group()) for m in SNAKE.finditer(text)
