@@ -42,14 +42,17 @@ class Settings:
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     # Evidence beside the §3.4 score, each measured on the dev split
-    # (docs/benchmarks.md); repository_idf=False, definition_boost=0 and
-    # auxiliary_weight=1 give the spec's plain score. idf over the whole
+    # (docs/benchmarks.md); repository_idf=False, definition_boost=0,
+    # location_boost=0 and auxiliary_weight=1 give the spec's plain score.
+    # idf over the whole
     # repository, not the recalled candidates; a definition the task names
     # scores x(1 + boost / how many definitions share the name); a file of
-    # tests, docs, examples or benchmarks scores x auxiliary_weight.
+    # tests, docs, examples or benchmarks scores x auxiliary_weight; a place
+    # the task points at (Candidate.pointed_at) scores x(1 + location_boost).
     repository_idf: bool = True
     definition_boost: float = 2.0
     auxiliary_weight: float = 0.15
+    location_boost: float = 5.0
     # §3.5 line prune. Measured on the dev split (docs/benchmarks.md): the
     # rank-1 function shown whole and the rest cut to their best lines (0.9)
     # lower the irrelevant ratio (0.950 -> 0.899) and tokens (3195 -> 2883)

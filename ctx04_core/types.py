@@ -80,6 +80,9 @@ class Candidate:
     terms: tuple[str, ...] = ()  # query terms that led to it
     hit_lines: tuple[int, ...] = ()  # lines a recall source pointed at, sorted
     recall_score: float = 0.0  # the source's own score (api-desc bm25), 0 if none
+    # The task points at this place itself (a stack frame, a link to its
+    # lines), not at a term it contains.
+    pointed_at: bool = False
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,8 @@ def hit(line: int, term: str, source: str = "ripgrep", path: str = STORE_PATH) -
 
 def test_body_hit_and_definition_collapse_into_one_entry(repo: Repo) -> None:
     definition = Candidate(
-        Span(STORE_PATH, 9, 14), "method", REMEMBER, ("api-desc",), recall_score=2.5
+        Span(STORE_PATH, 9, 14), "method", REMEMBER, ("api-desc",), recall_score=2.5,
+        pointed_at=True,
     )
     assert merge([hit(11, "text"), definition], repo) == (
         Candidate(
@@ -65,6 +66,7 @@ def test_body_hit_and_definition_collapse_into_one_entry(repo: Repo) -> None:
             ("text",),
             (11,),
             2.5,
+            True,
         ),
     )
 

@@ -65,7 +65,7 @@ def test_frames_map_to_definitions_innermost_first(tmp_path: Path, indexed: Inde
         ("pkg.loader.load", ("load",)),
         ("pkg.loader.Config.load", ("load",)),
     ]
-    assert {c.sources for c in result.candidates} == {("traceback",)}
+    assert {(c.sources, c.pointed_at) for c in result.candidates} == {(("traceback",), True)}
 
 
 def test_a_traceback_in_the_task_text_counts_too(tmp_path: Path, indexed: Indexed) -> None:
@@ -133,6 +133,11 @@ def test_repo_path_takes_the_longest_suffix_in_the_repository() -> None:
         "#1 0x400abc in main /src/test.cc:10\n",
         [("/src/fmt/include/fmt/format.h", 2045, "write_int"), ("/src/test.cc", 10, "main")],
     ),
-], ids=["java", "node", "go", "rust", "ruby", "php", "native"])
+    (
+        "see https://github.com/acme/app/blob/main/pkg/loader.py#L5-L6 and\n"
+        "https://gitlab.com/g/p/-/blob/release/1.2/src/x.rs#L9, not src/y.rs#L3\n",
+        [("pkg/loader.py", 5, ""), ("1.2/src/x.rs", 9, "")],
+    ),
+], ids=["java", "node", "go", "rust", "ruby", "php", "native", "permalink"])
 def test_frames_of_each_runtime(trace: str, expected: list[tuple[str, int, str]]) -> None:
     assert frames(trace) == expected

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,9 @@ from ctx04_core.types import Candidate, Query, Span
 
 OpenRepo = Callable[[dict[str, str | bytes]], Repo]
 # The plain §3.4 score: idf over the candidates, no evidence beside BM25.
-SPEC = Settings(repository_idf=False, definition_boost=0.0, auxiliary_weight=1.0)
+SPEC = Settings(
+    repository_idf=False, definition_boost=0.0, auxiliary_weight=1.0, location_boost=0.0
+)
 
 WEIGHTS = """\
 def remember(x):
@@ -210,6 +213,23 @@ def test_a_rarely_defined_name_counts_more(open_repo: OpenRepo) -> None:
     # parse_date has one definition (boost x2), parse_time two (x1.5).
     assert boosted["pkg.parse.parse_date"] == pytest.approx(plain["pkg.parse.parse_date"] * 2)
     assert boosted["pkg.other.parse_time"] == pytest.approx(plain["pkg.other.parse_time"] * 1.5)
+
+
+def test_a_place_the_task_points_at_counts_more(open_repo: OpenRepo) -> None:
+    repo = open_repo(EVIDENCE)
+    settings = SPEC.with_overrides(location_boost=1.0)
+    other = definition(repo, "pkg.other.parse_time")
+    candidates = (definition(repo, "pkg.parse.parse_time"), replace(other, pointed_at=True))
+    query = query_for("parse_time: the text split drops the seconds", repo, settings)
+    plain = rerank(query=query, candidates=candidates, repo=repo, settings=SPEC)
+    boosted = rerank(query=query, candidates=candidates, repo=repo, settings=settings)
+    # The pointer doubles pkg/other.py's score, which puts it first.
+    assert plain[0].candidate.qualname == "pkg.parse.parse_time"
+    before = {r.candidate.qualname: r.score for r in plain}
+    after = {r.candidate.qualname: r.score for r in boosted}
+    assert after["pkg.other.parse_time"] == pytest.approx(before["pkg.other.parse_time"] * 2)
+    assert after["pkg.parse.parse_time"] == before["pkg.parse.parse_time"]
+    assert boosted[0].candidate.qualname == "pkg.other.parse_time"
 
 
 def test_repository_idf_counts_every_definition(open_repo: OpenRepo) -> None:

@@ -75,7 +75,8 @@ def adjusted(
     """The BM25 scores with the evidence BM25 cannot see.
 
     A definition named by the task counts more the fewer definitions share its
-    name; tests, docs, examples and benchmarks are rarely what a change edits.
+    name; a place the task points at (a stack frame, a link to lines) counts
+    more; tests, docs, examples and benchmarks are rarely what a change edits.
     """
     rarity = definition_rarity(query, repo)
     out = []
@@ -83,6 +84,8 @@ def adjusted(
         name = (candidate.qualname or "").rsplit(".", 1)[-1]
         if candidate.kind != "module" and name in rarity:
             score *= 1 + settings.definition_boost * rarity[name]
+        if candidate.pointed_at:
+            score *= 1 + settings.location_boost
         if is_auxiliary_path(candidate.span.path):
             score *= settings.auxiliary_weight
         out.append(score)

@@ -6,8 +6,9 @@ frames its own way, and each way is one pattern in :data:`RUNTIMES`: Python
 tracebacks, Java (``at a.b.C.m(C.java:12)``), Node (``at f (/x/a.js:3:9)``),
 Go (``pkg.(*T).M(...)`` over ``\t/x/t.go:12 +0x1d``), Rust backtraces and
 panics, Ruby (``/x/a.rb:12:in 'm'``), PHP (``#0 /x/A.php(12): A->m()``),
-gdb and sanitizer frames for C and C++ (``#1 0x.. in f /x/a.c:12``), and,
-last, any ``path.ext:line`` of those languages (compiler messages). The
+gdb and sanitizer frames for C and C++ (``#1 0x.. in f /x/a.c:12``), a
+code host's permalink to a line (``/blob/main/a/b.py#L12``) and, last, any
+``path.ext:line`` of those languages (compiler messages). The
 frame's path is
 matched to a repository file by its longest suffix (installed copies and
 other machines' checkouts put the package under another root), and the
@@ -75,6 +76,12 @@ RUNTIMES = (
     Runtime("native", re.compile(
         r"#\d+ 0x[0-9a-fA-F]+ in (?P<function>[\w:~<>]+)(?:\([^)\n]*\))? "
         r"(?P<path>[^\s:]+\.(?:c|cc|cpp|cxx|h|hh|hpp)):(?P<line>\d+)"
+    )),
+    # A code host's link to lines of a file (``.../blob/<ref>/a/b.py#L12-L20``),
+    # in any language; a ref with a slash joins the path, which the longest
+    # suffix match ignores.
+    Runtime("permalink", re.compile(
+        r"/(?:blob|tree)/[^/\s]+/(?P<path>[^\s#?]+)#L(?P<line>\d+)"
     )),
     # Anything else that points at a line: a Rust panic, a compiler error, a Go test.
     Runtime("location", re.compile(
@@ -149,7 +156,7 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
         seen.add((node.span.path, node.span.start_line))
         candidates.append(Candidate(
             span=node.span, kind=node.kind, qualname=node.qualname, sources=(SOURCE,),
-            terms=(function,) if function else (),
+            terms=(function,) if function else (), pointed_at=True,
         ))
         if len(candidates) == settings.traceback_limit:
             break
