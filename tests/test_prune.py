@@ -70,14 +70,17 @@ def kept(excerpts: list[Excerpt]) -> dict[str | None, list[int]]:
 
 def test_rank_one_function_is_whole_and_the_rest_keep_their_best_lines(repo: Repo) -> None:
     # Defaults: handle (rank 1) whole, 1-9 (10 is blank, the span ends at 9);
-    # lookup keeps its signature and line 17, its best (and only scoring) line.
-    excerpts = run(repo, ranked_functions(repo, "handle", "lookup", "unrelated"))
-    assert kept(excerpts) == {
+    # lookup's best line scores 0.32, under a fifth of handle's 3.65: dropped.
+    ranked = ranked_functions(repo, "handle", "lookup", "unrelated")
+    assert kept(run(repo, ranked)) == {"auth.handle": [1, 2, 3, 4, 5, 6, 7, 8, 9]}
+    # Without that floor lookup keeps its signature and line 17, its best (and
+    # only scoring) line.
+    assert kept(run(repo, ranked, prune_relative_floor=0.0)) == {
         "auth.handle": [1, 2, 3, 4, 5, 6, 7, 8, 9], "auth.lookup": [12, 13, 14, 15, 17],
     }
     # With none shown whole, handle too keeps only its best line 2 (3.65) and
-    # its signature: τ = 0.9 × 3.65 = 3.29 and the next best line scores 1.41.
-    pruned = run(repo, ranked_functions(repo, "handle", "lookup"), whole_function_ranks=0)
+    # its signature: the next best line scores 1.41.
+    pruned = run(repo, ranked, whole_function_ranks=0, prune_relative_floor=0.0)
     assert kept(pruned) == {"auth.handle": [1, 2], "auth.lookup": [12, 13, 14, 15, 17]}
 
 
@@ -86,7 +89,7 @@ def test_lines_below_the_ratio_are_cut_and_the_signature_stays(repo: Repo) -> No
     # handle's line scores: 2 → 3.65, 6 → 1.41, 4 → 1.17, 7 → 1.17, 3 → 0.37, rest 0,
     # so τ = 0.6 × 3.65 = 2.19 keeps line 2 only; line 1 is the signature.
     excerpts = run(repo, ranked_functions(repo, "lookup", "handle", "unrelated"),
-                   prune_ratio=0.6, whole_function_ranks=0)
+                   prune_ratio=0.6, whole_function_ranks=0, prune_relative_floor=0.0)
     assert kept(excerpts) == {"auth.lookup": [12, 13, 14, 15, 17], "auth.handle": [1, 2]}
     assert excerpts[1].lines == (
         (1, "def handle(request):"),
@@ -118,6 +121,16 @@ def test_candidates_under_the_floor_are_dropped_whole(repo: Repo) -> None:
     assert "auth.unrelated" not in kept(run(repo, ranked))
     # lookup's best line scores 0.32: a floor above it drops lookup, signature and all.
     assert list(kept(run(repo, ranked, prune_floor=0.5))) == ["auth.handle"]
+
+
+def test_candidates_far_under_the_best_candidate_are_dropped(repo: Repo) -> None:
+    # handle's best line scores 3.65 and lookup's 0.32: a floor of 0.05 x 3.65
+    # keeps lookup, 0.1 x 3.65 drops it.
+    ranked = ranked_functions(repo, "handle", "lookup")
+    assert list(kept(run(repo, ranked, prune_relative_floor=0.05))) == [
+        "auth.handle", "auth.lookup"
+    ]
+    assert list(kept(run(repo, ranked, prune_relative_floor=0.1))) == ["auth.handle"]
 
 
 def test_a_run_of_lines_keeps_only_its_scoring_lines(repo: Repo) -> None:

@@ -20,7 +20,8 @@ from ctx04_core.types import Candidate, Query, Span
 OpenRepo = Callable[[dict[str, str | bytes]], Repo]
 # The plain §3.4 score: idf over the candidates, no evidence beside BM25.
 SPEC = Settings(
-    repository_idf=False, definition_boost=0.0, auxiliary_weight=1.0, location_boost=0.0
+    repository_idf=False, definition_boost=0.0, auxiliary_weight=1.0, location_boost=0.0,
+    goal_weight=1.0,
 )
 
 WEIGHTS = """\
@@ -213,6 +214,19 @@ def test_a_rarely_defined_name_counts_more(open_repo: OpenRepo) -> None:
     # parse_date has one definition (boost x2), parse_time two (x1.5).
     assert boosted["pkg.parse.parse_date"] == pytest.approx(plain["pkg.parse.parse_date"] * 2)
     assert boosted["pkg.other.parse_time"] == pytest.approx(plain["pkg.other.parse_time"] * 1.5)
+
+
+def test_the_goal_sentence_weighs_more(open_repo: OpenRepo) -> None:
+    repo = open_repo(EVIDENCE)
+    task = "parse_date is wrong. See also parse_time."
+    plain = dict(ranked_names(repo, task))
+    weighted = dict(ranked_names(repo, task, goal_weight=3.0))
+    # parse_date's document matches only goal terms (parse_date, parse, date):
+    # its score triples. The other parse_time matches "parse" of the goal and
+    # "parse_time" and "time" of the rest: it grows by less.
+    assert weighted["pkg.parse.parse_date"] == pytest.approx(plain["pkg.parse.parse_date"] * 3)
+    other = "pkg.other.parse_time"
+    assert plain[other] < weighted[other] < plain[other] * 3
 
 
 def test_a_place_the_task_points_at_counts_more(open_repo: OpenRepo) -> None:

@@ -9,9 +9,11 @@ lines that have any token, so blank and bracket-only lines do not shorten it.
 A function or method ranked in the first ``whole_function_ranks`` is kept
 whole: it is the likeliest place of the change, and a reader needs all of it.
 Every other candidate keeps its signature and its best lines only (the
-default ratio 0.9 keeps the lines within 10 % of the best score): measured
-on the dev split, a wider prune of the rest spends the budget on lines that
-are rarely the ones that matter.
+default ratio 1.0 keeps the lines that tie for its best score): measured on
+the dev split, a wider prune of the rest spends the budget on lines that
+are rarely the ones that matter. A candidate whose best line scores under
+``prune_relative_floor`` of the best line of all candidates is dropped
+whole: it shares little of the goal, and its lines are noise.
 """
 
 from __future__ import annotations
@@ -45,13 +47,19 @@ def prune(
     seen_in = [frozenset(t for line in lines for t in line) for lines in tokens]
     idfs = {term: idf(len(ranked), sum(term in s for s in seen_in)) for term in weights}
     k1, b = settings.bm25_k1, settings.bm25_b
-    excerpts = []
-    for item, text, line_tokens in zip(ranked, texts, tokens, strict=True):
+    line_scores = []
+    for line_tokens in tokens:
         lengths = [len(t) for t in line_tokens if t]
         avgdl = sum(lengths) / len(lengths) if lengths else 0.0
-        scores = [score(weights, idfs, Counter(t), len(t), avgdl, k1, b) for t in line_tokens]
+        line_scores.append(
+            [score(weights, idfs, Counter(t), len(t), avgdl, k1, b) for t in line_tokens]
+        )
+    top = max((max(s, default=0.0) for s in line_scores), default=0.0)
+    floor = max(settings.prune_floor, settings.prune_relative_floor * top)
+    excerpts = []
+    for item, text, scores in zip(ranked, texts, line_scores, strict=True):
         best = max(scores, default=0.0)
-        if best < settings.prune_floor:
+        if best < floor:
             continue
         if item.rank <= settings.whole_function_ranks and item.candidate.kind in FUNCTION_KINDS:
             kept = {n for n, _ in text}

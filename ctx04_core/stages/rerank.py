@@ -35,6 +35,8 @@ def rerank(
     ]
     names = frozenset(name.lower() for name in repo.index.names())
     weights = term_weights(query_terms(query), names, settings.identifier_weight)
+    for term in set(tokenize(query.goal_hint)) & weights.keys():
+        weights[term] *= settings.goal_weight
     if settings.repository_idf:
         scores = _scores_with_repository_idf(weights, docs, repo, settings)
     else:
