@@ -50,12 +50,14 @@ class Settings:
     # tests, docs, examples or benchmarks scores x auxiliary_weight; a place
     # the task points at (Candidate.pointed_at) scores x(1 + location_boost);
     # a term of the goal hint (the first sentence: an issue's title) weighs
-    # x goal_weight.
+    # x goal_weight, and a file whose path shares a word with it scores
+    # x(1 + path_boost).
     repository_idf: bool = True
     definition_boost: float = 2.0
     auxiliary_weight: float = 0.15
     location_boost: float = 5.0
     goal_weight: float = 3.0
+    path_boost: float = 0.25
     # §3.5 line prune. Measured on the dev split (docs/benchmarks.md): the
     # rank-1 function shown whole, the rest cut to their best lines, and
     # candidates under a fifth of the best candidate's best line dropped

@@ -21,6 +21,7 @@ OpenRepo = Callable[[dict[str, str | bytes]], Repo]
 # The plain §3.4 score: idf over the candidates, no evidence beside BM25.
 SPEC = Settings(
     repository_idf=False, definition_boost=0.0, auxiliary_weight=1.0, location_boost=0.0,
+    path_boost=0.0,
     goal_weight=1.0,
 )
 
@@ -227,6 +228,17 @@ def test_the_goal_sentence_weighs_more(open_repo: OpenRepo) -> None:
     assert weighted["pkg.parse.parse_date"] == pytest.approx(plain["pkg.parse.parse_date"] * 3)
     other = "pkg.other.parse_time"
     assert plain[other] < weighted[other] < plain[other] * 3
+
+
+def test_a_file_whose_path_names_the_goal_counts_more(open_repo: OpenRepo) -> None:
+    repo = open_repo(EVIDENCE)
+    # The goal sentence's "parses" is "parse" once its plural s is dropped:
+    # pkg/parse.py's words are pkg and parse, pkg/other.py's pkg and other.
+    task = "Parses drop the seconds. parse_time is wrong."
+    plain = dict(ranked_names(repo, task))
+    boosted = dict(ranked_names(repo, task, path_boost=1.0))
+    assert boosted["pkg.parse.parse_time"] == pytest.approx(plain["pkg.parse.parse_time"] * 2)
+    assert boosted["pkg.other.parse_time"] == plain["pkg.other.parse_time"]
 
 
 def test_a_place_the_task_points_at_counts_more(open_repo: OpenRepo) -> None:

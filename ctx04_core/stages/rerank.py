@@ -8,7 +8,7 @@ from ctx04_core.paths import is_auxiliary_path
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.regions import own_text
-from ctx04_core.text import simple_name, tokenize
+from ctx04_core.text import STOPWORDS, simple_name, tokenize
 from ctx04_core.types import Candidate, Query, RankedCandidate
 
 
@@ -78,9 +78,11 @@ def adjusted(
 
     A definition named by the task counts more the fewer definitions share its
     name; a place the task points at (a stack frame, a link to lines) counts
-    more; tests, docs, examples and benchmarks are rarely what a change edits.
+    more, and so does a file whose path names what the goal sentence is
+    about; tests, docs, examples and benchmarks are rarely what a change edits.
     """
     rarity = definition_rarity(query, repo)
+    goal = _words(query.goal_hint) - STOPWORDS
     out = []
     for score, candidate in zip(scores, candidates, strict=True):
         name = (candidate.qualname or "").rsplit(".", 1)[-1]
@@ -88,10 +90,23 @@ def adjusted(
             score *= 1 + settings.definition_boost * rarity[name]
         if candidate.pointed_at:
             score *= 1 + settings.location_boost
+        if goal & _path_words(candidate.span.path):
+            score *= 1 + settings.path_boost
         if is_auxiliary_path(candidate.span.path):
             score *= settings.auxiliary_weight
         out.append(score)
     return out
+
+
+def _words(text: str) -> set[str]:
+    """Tokens of three letters or more, a plural's s dropped: a title says
+    "templates" of code in ``template/``, "fields" of ``fields.py``."""
+    return {t[:-1] if len(t) > 3 and t.endswith("s") else t for t in tokenize(text) if len(t) > 2}
+
+
+def _path_words(path: str) -> set[str]:
+    """The words of a path's folders and file name, without its extension."""
+    return _words(path.rsplit(".", 1)[0].replace("/", " "))
 
 
 def definition_rarity(query: Query, repo: Repo) -> dict[str, float]:
