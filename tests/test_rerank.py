@@ -198,47 +198,30 @@ def test_the_spec_score_puts_the_test_second(open_repo: OpenRepo) -> None:
     ]
 
 
-def test_files_of_tests_weigh_less(open_repo: OpenRepo) -> None:
+# Each piece of evidence beside BM25 multiplies exactly the scores it concerns.
+@pytest.mark.parametrize(("task", "setting", "factors"), [
+    # Tests weigh less; the definition they test does not change.
+    ("parse_date splits on dashes", {"auxiliary_weight": 0.5},
+     {"tests.test_parse.test_parse_date": 0.5, "pkg.parse.parse_date": 1.0}),
+    # parse_date has one definition (x2), parse_time two (x1.5).
+    ("parse_date and parse_time both fail", {"definition_boost": 1.0},
+     {"pkg.parse.parse_date": 2.0, "pkg.other.parse_time": 1.5}),
+    # parse_date's document matches only terms of the goal sentence
+    # (parse_date, parse, date), so its score triples.
+    ("parse_date is wrong. See also parse_time.", {"goal_weight": 3.0},
+     {"pkg.parse.parse_date": 3.0}),
+    # The goal's "parses" is "parse" once its plural s is dropped:
+    # pkg/parse.py's path words are pkg and parse, pkg/other.py's pkg and other.
+    ("Parses drop the seconds. parse_time is wrong.", {"path_boost": 1.0},
+     {"pkg.parse.parse_time": 2.0, "pkg.other.parse_time": 1.0}),
+], ids=["auxiliary", "definition", "goal", "path"])
+def test_evidence_multiplies_the_scores_it_concerns(
+    open_repo: OpenRepo, task: str, setting: dict[str, float], factors: dict[str, float]
+) -> None:
     repo = open_repo(EVIDENCE)
-    plain = dict(ranked_names(repo, "parse_date splits on dashes"))
-    weighted = dict(ranked_names(repo, "parse_date splits on dashes", auxiliary_weight=0.5))
-    test = "tests.test_parse.test_parse_date"
-    assert weighted[test] == pytest.approx(plain[test] * 0.5)
-    assert weighted["pkg.parse.parse_date"] == plain["pkg.parse.parse_date"]
-
-
-def test_a_rarely_defined_name_counts_more(open_repo: OpenRepo) -> None:
-    repo = open_repo(EVIDENCE)
-    task = "parse_date and parse_time both fail"
     plain = dict(ranked_names(repo, task))
-    boosted = dict(ranked_names(repo, task, definition_boost=1.0))
-    # parse_date has one definition (boost x2), parse_time two (x1.5).
-    assert boosted["pkg.parse.parse_date"] == pytest.approx(plain["pkg.parse.parse_date"] * 2)
-    assert boosted["pkg.other.parse_time"] == pytest.approx(plain["pkg.other.parse_time"] * 1.5)
-
-
-def test_the_goal_sentence_weighs_more(open_repo: OpenRepo) -> None:
-    repo = open_repo(EVIDENCE)
-    task = "parse_date is wrong. See also parse_time."
-    plain = dict(ranked_names(repo, task))
-    weighted = dict(ranked_names(repo, task, goal_weight=3.0))
-    # parse_date's document matches only goal terms (parse_date, parse, date):
-    # its score triples. The other parse_time matches "parse" of the goal and
-    # "parse_time" and "time" of the rest: it grows by less.
-    assert weighted["pkg.parse.parse_date"] == pytest.approx(plain["pkg.parse.parse_date"] * 3)
-    other = "pkg.other.parse_time"
-    assert plain[other] < weighted[other] < plain[other] * 3
-
-
-def test_a_file_whose_path_names_the_goal_counts_more(open_repo: OpenRepo) -> None:
-    repo = open_repo(EVIDENCE)
-    # The goal sentence's "parses" is "parse" once its plural s is dropped:
-    # pkg/parse.py's words are pkg and parse, pkg/other.py's pkg and other.
-    task = "Parses drop the seconds. parse_time is wrong."
-    plain = dict(ranked_names(repo, task))
-    boosted = dict(ranked_names(repo, task, path_boost=1.0))
-    assert boosted["pkg.parse.parse_time"] == pytest.approx(plain["pkg.parse.parse_time"] * 2)
-    assert boosted["pkg.other.parse_time"] == plain["pkg.other.parse_time"]
+    weighted = dict(ranked_names(repo, task, **setting))
+    assert {name: weighted[name] / plain[name] for name in factors} == pytest.approx(factors)
 
 
 def test_a_place_the_task_points_at_counts_more(open_repo: OpenRepo) -> None:
