@@ -42,16 +42,15 @@ class Settings:
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     # Evidence beside the §3.4 score, each measured on the dev split
-    # (docs/benchmarks.md); repository_idf=False, definition_boost=0,
-    # location_boost=0 and auxiliary_weight=1 give the spec's plain score.
-    # idf over the whole
-    # repository, not the recalled candidates; a definition the task names
-    # scores x(1 + boost / how many definitions share the name); a file of
-    # tests, docs, examples or benchmarks scores x auxiliary_weight; a place
-    # the task points at (Candidate.pointed_at) scores x(1 + location_boost);
-    # a term of the goal hint (the first sentence: an issue's title) weighs
-    # x goal_weight, and a file whose path shares a word with it scores
-    # x(1 + path_boost).
+    # (docs/benchmarks.md): idf over the whole repository, not the recalled
+    # candidates; a definition the task names scores x(1 + boost / how many
+    # definitions share the name); a file of tests, docs, examples or
+    # benchmarks scores x auxiliary_weight; a place the task points at
+    # (Candidate.pointed_at) scores x(1 + location_boost); a term of the goal
+    # hint (the first sentence: an issue's title) weighs x goal_weight, and a
+    # file whose path shares a word with it scores x(1 + path_boost).
+    # repository_idf=False, definition_boost=0, auxiliary_weight=1,
+    # location_boost=0, goal_weight=1 and path_boost=0 give the spec's score.
     repository_idf: bool = True
     definition_boost: float = 2.0
     auxiliary_weight: float = 0.15

@@ -8,9 +8,8 @@ Go (``pkg.(*T).M(...)`` over ``\t/x/t.go:12 +0x1d``), Rust backtraces and
 panics, Ruby (``/x/a.rb:12:in 'm'``), PHP (``#0 /x/A.php(12): A->m()``),
 gdb and sanitizer frames for C and C++ (``#1 0x.. in f /x/a.c:12``), a
 code host's permalink to a line (``/blob/main/a/b.py#L12``) and, last, any
-``path.ext:line`` of those languages (compiler messages). The
-frame's path is
-matched to a repository file by its longest suffix (installed copies and
+``path.ext:line`` of those languages (compiler messages). The frame's path
+is matched to a repository file by its longest suffix (installed copies and
 other machines' checkouts put the package under another root), and the
 frame's function to the definition of that name in the file, or else to
 the innermost definition holding the line (the reporter's line numbers may
@@ -19,6 +18,8 @@ come from another version).
 Frames are read from the latest error, then the task text; the frame
 nearest the failure comes first (the last of a Python traceback, the first
 of the others). Cap: at most ``settings.traceback_limit`` definitions.
+Each is ``pointed_at``: the task names the place itself, which the re-rank
+weighs (``settings.location_boost``).
 """
 
 from __future__ import annotations
