@@ -71,6 +71,9 @@ def measure(spec: bl.RepoSpec, args: argparse.Namespace, scratch: Path) -> Index
         )
         if run:
             cold_runs.append(done)
+        label = f"{run}/{args.runs}" if run else "warm-up"
+        print(f"  {spec.name}: cold build {label}: {bl.seconds(done.seconds)}",
+              file=sys.stderr, flush=True)
     reported = []
     for done in cold_runs:
         found = _REPORTED.search(done.stdout.decode("utf-8", "replace"))
@@ -88,6 +91,8 @@ def measure(spec: bl.RepoSpec, args: argparse.Namespace, scratch: Path) -> Index
         assert stats.parsed == 0, stats
 
     unchanged = bl.sample(nothing_changed, args.runs)
+    print(f"  {spec.name}: nothing-changed refresh: {bl.seconds(unchanged.median)}",
+          file=sys.stderr, flush=True)
 
     edited = copy / spec.edit_file
     one_file_times, one_file_cpu = [], []
@@ -103,6 +108,8 @@ def measure(spec: bl.RepoSpec, args: argparse.Namespace, scratch: Path) -> Index
             one_file_times.append(elapsed)
             one_file_cpu.append(cpu)
     one_file = bl.Stats(tuple(one_file_times), tuple(one_file_cpu))
+    print(f"  {spec.name}: one-file refresh: {bl.seconds(one_file.median)}",
+          file=sys.stderr, flush=True)
     return IndexResult(
         spec, files, last.nodes, last.edges, floor,
         bl.Stats(tuple(r.seconds for r in cold_runs), tuple(r.cpu_seconds for r in cold_runs)),
