@@ -402,15 +402,11 @@ class CodeIndex:
         )
         return [(path, status, message) for path, status, message in rows]
 
-    def _nodes(
-        self,
-        where: str,
-        params: Sequence[Any],
-        order: str = "f.path, n.start_line, n.end_line DESC, n.kind != 'module', n.id",
-    ) -> list[Node]:
+    def _nodes(self, where: str, params: Sequence[Any]) -> list[Node]:
         rows = self._conn.execute(
             f"SELECT {_NODE_COLUMNS} FROM nodes n JOIN files f ON f.id = n.file_id "
-            f"WHERE {where} ORDER BY {order}",
+            f"WHERE {where} ORDER BY f.path, n.start_line, n.end_line DESC, "
+            "n.kind != 'module', n.id",
             params,
         )
         return [_node(row) for row in rows]
