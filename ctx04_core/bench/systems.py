@@ -30,11 +30,11 @@ from typing import Any
 from ctx04_core.bench.gold import own_lines
 from ctx04_core.bench.metrics import Answer, RankedItem, Shown
 from ctx04_core.settings import Settings
+from ctx04_core.stages.merge import RUN
 from ctx04_core.types import Candidate, Node, Span
 
 SYSTEMS = ("ctx04", "bm25")
 SOURCE = "bm25"  # the baseline's candidates' source
-RUN = "lines"  # a run of lines: a chunk of an unparsed file, or a file's lines outside every node
 CHUNK_LINES = 60
 BM25_TOP_K = 20
 BM25_SETTINGS = {"top_k": BM25_TOP_K, "stopwords": "en", "method": "lucene", "k1": 1.5, "b": 0.75}
