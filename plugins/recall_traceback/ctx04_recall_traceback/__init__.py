@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
-from ctx04_core.text import IDENTIFIER, QUALIFIER
+from ctx04_core.text import IDENTIFIER, simple_name
 from ctx04_core.types import Candidate, Node, Query, Recall
 
 SOURCE = "traceback"
@@ -119,7 +119,7 @@ def _frame(match: re.Match[str]) -> tuple[str, int, str]:
 
 def _function_name(raw: str) -> str:
     """``m`` of ``Klass#m``, ``a::b::m``, ``block in m``; "" for ``<anonymous>``."""
-    name = QUALIFIER.split(_CLOSURE.sub("", raw))[-1]
+    name = simple_name(_CLOSURE.sub("", raw))
     return name if IDENTIFIER.fullmatch(name) else ""
 
 
