@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         Query,
         RankedCandidate,
         Recall,
+        Signal,
     )
 
 PROJECT = "ctx04"
@@ -79,15 +80,39 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
     """
 
 
-@hookspec(firstresult=True)
-def rerank(
+@hookspec
+def signals(
     query: Query, candidates: tuple[Candidate, ...], repo: Repo, settings: Settings
-) -> list[RankedCandidate] | None:
-    """Order the merged candidates and keep the best ``settings.top_k``.
+) -> list[Signal] | None:
+    """Score the merged candidates on named pieces of ranking evidence.
 
-    Called once per retrieval with the merged candidates in a deterministic
-    order. Returns the kept candidates, ranks 1..n in order. First result
-    wins; with no implementation enabled the merged order is kept.
+    Called once per retrieval on every enabled plugin, after merge, with the
+    merged candidates in a deterministic order; collected. Each returned
+    :class:`~ctx04_core.types.Signal` holds one value per candidate, in the
+    order given, and a default weight. The core fuses every signal into one
+    score (``ctx04_core.stages.fuse``): the sum of the ``add`` signals'
+    weighted values, times ``1 + weight * value`` of each ``scale`` signal;
+    then it keeps the best ``settings.top_k``. Signal names are unique across
+    plugins; ``settings.signal_weights`` overrides a weight by name, and
+    disabling the plugin removes its signals (the ablation). Return None to
+    contribute nothing. With no signal at all the merged order is kept.
+    """
+
+
+@hookspec
+def expand(
+    query: Query, ranked: tuple[RankedCandidate, ...], repo: Repo, settings: Settings
+) -> Recall | None:
+    """Propose more candidates once a first ranking exists.
+
+    Called once per retrieval on every enabled plugin, after the recalled
+    candidates' signals are fused, with that first ranking (the best
+    ``settings.top_k``); collected. What it proposes is merged with the
+    recalled candidates, and :func:`signals` are computed and fused again
+    over all of them, so an expansion competes on the same terms as a
+    recall. For evidence that only means something next to the leading
+    candidates: the members of a leading class, the rest of a leading file.
+    Return None to propose nothing.
     """
 
 
@@ -97,10 +122,11 @@ def prune(
 ) -> list[Excerpt] | None:
     """Cut each ranked candidate down to the lines that serve the task.
 
-    Called once per retrieval after :func:`rerank`. Returns one excerpt per
-    candidate that should stay, in rank order; a candidate left out is
-    dropped. Whole lines only, never a partial statement. First result wins;
-    with no implementation enabled every candidate is shown whole.
+    Called once per retrieval after the signals are fused and the best
+    ``settings.top_k`` kept. Returns one excerpt per candidate that should
+    stay, in rank order; a candidate left out is dropped. Whole lines only,
+    never a partial statement. First result wins; with no implementation
+    enabled every candidate is shown whole.
     """
 
 

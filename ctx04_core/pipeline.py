@@ -1,4 +1,5 @@
-"""Runs the stages in order: index refresh, query, recall, merge, rerank, prune, assemble."""
+"""Runs the stages in order: index refresh, query, recall, merge, signals and fusion,
+prune, assemble."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ctx04_core.index import CodeIndex, RefreshStats
 from ctx04_core.plugins import PluginError, enabled_plugins, plugin_manager
 from ctx04_core.repository import Repo, git_base, resolve_root
 from ctx04_core.settings import Settings
+from ctx04_core.stages.fuse import fuse
 from ctx04_core.stages.merge import merge
 from ctx04_core.stages.query import build_query, extensions_of
 from ctx04_core.types import (
@@ -23,6 +25,7 @@ from ctx04_core.types import (
     Excerpt,
     Query,
     RankedCandidate,
+    Recall,
 )
 
 
@@ -150,22 +153,27 @@ class StageResult:
 def run_stages(
     pm: pluggy.PluginManager, query: Query, repo: Repo, settings: Settings
 ) -> StageResult:
-    """Recall, merge, rerank, prune and assemble over an opened repository."""
+    """Recall, merge, rank by the fused signals, prune and assemble over an opened repository."""
     hook: Any = pm.hook
     recalled: list[Candidate] = []
     counts: dict[str, int] = {}
     diagnostics: list[Diagnostic] = []
-    for result in hook.recall(query=query, repo=repo, settings=settings):
-        if result is not None:
-            recalled.extend(result.candidates)
-            diagnostics.extend(result.diagnostics)
-            counts[result.source] = counts.get(result.source, 0) + len(result.candidates)
-    merged = merge(recalled, repo)
-    ranked: list[RankedCandidate] | None = hook.rerank(
-        query=query, candidates=merged, repo=repo, settings=settings
-    )
-    if ranked is None:
-        ranked = [RankedCandidate(c, i, 0.0) for i, c in enumerate(merged[: settings.top_k], 1)]
+
+    def collect(results: list[Recall | None]) -> bool:
+        """Add the results to what was recalled; True when they proposed anything."""
+        proposed = False
+        for result in results:
+            if result is not None:
+                proposed = proposed or bool(result.candidates)
+                recalled.extend(result.candidates)
+                diagnostics.extend(result.diagnostics)
+                counts[result.source] = counts.get(result.source, 0) + len(result.candidates)
+        return proposed
+
+    collect(hook.recall(query=query, repo=repo, settings=settings))
+    ranked = _ranked(hook, query, merge(recalled, repo), repo, settings)
+    if collect(hook.expand(query=query, ranked=tuple(ranked), repo=repo, settings=settings)):
+        ranked = _ranked(hook, query, merge(recalled, repo), repo, settings)
     excerpts: list[Excerpt] | None = hook.prune(
         query=query, ranked=tuple(ranked), repo=repo, settings=settings
     )
@@ -181,6 +189,14 @@ def run_stages(
             f"assemble plugin broke the token cap: {context.tokens} > {settings.budget_tokens}"
         )
     return StageResult(context, tuple(ranked), context.diagnostics, dict(sorted(counts.items())))
+
+
+def _ranked(
+    hook: Any, query: Query, merged: tuple[Candidate, ...], repo: Repo, settings: Settings
+) -> list[RankedCandidate]:
+    """Every plugin's signals over the merged candidates, fused: the best ``top_k``."""
+    contributed = hook.signals(query=query, candidates=merged, repo=repo, settings=settings)
+    return fuse(merged, (s for found in contributed for s in found or ()), settings)
 
 
 def whole_excerpt(ranked: RankedCandidate, repo: Repo) -> Excerpt:

@@ -51,6 +51,10 @@ class Settings:
     # file whose path shares a word with it scores x(1 + path_boost).
     # repository_idf=False, definition_boost=0, auxiliary_weight=1,
     # location_boost=0, goal_weight=1 and path_boost=0 give the spec's score.
+    # Any signal's weight by name (``history=0.5``), over the producing
+    # plugin's default: how a third-party signal is tuned, or switched off
+    # (``name=0``) without disabling the plugin's other hooks.
+    signal_weights: tuple[str, ...] = ()
     repository_idf: bool = True
     definition_boost: float = 2.0
     auxiliary_weight: float = 0.15
@@ -86,6 +90,9 @@ class Settings:
     max_quoted_lines: int | None = None
     max_quoted_bytes: int | None = None
 
+    def __post_init__(self) -> None:
+        self.signal_weight_overrides()  # a malformed entry fails here, not mid-retrieval
+
     @classmethod
     def compact(cls, **overrides: Any) -> Settings:
         """The source-references document's budgets exactly: 4 search terms,
@@ -106,6 +113,19 @@ class Settings:
                 raise ValueError(f"--set takes NAME=VALUE with a known setting, not {assignment!r}")
             overrides[name.strip()] = _parse(raw.strip(), default)
         return self.with_overrides(**overrides)
+
+    def signal_weight_overrides(self) -> dict[str, float]:
+        """``signal_weights`` as a mapping; a malformed entry is a ValueError."""
+        weights = {}
+        for entry in self.signal_weights:
+            name, sep, raw = entry.partition("=")
+            try:
+                weights[name.strip()] = float(raw)
+            except ValueError:
+                sep = ""
+            if not sep or not name.strip():
+                raise ValueError(f"signal_weights takes NAME=NUMBER entries, not {entry!r}")
+        return weights
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

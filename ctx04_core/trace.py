@@ -44,6 +44,7 @@ def manifest(result: Retrieval) -> list[dict[str, Any]]:
             "rank": ranked.rank, "path": c.span.path, "start_line": c.span.start_line,
             "end_line": c.span.end_line, "qualname": c.qualname, "kind": c.kind,
             "sources": list(c.sources), "score": round(ranked.score, 6),
+            "signals": {name: round(value, 6) for name, value in ranked.signals},
             "included": bool(entry and entry.included),
             "tokens": entry.tokens if entry and entry.included else 0,
         })

@@ -95,10 +95,30 @@ class Recall:
 
 
 @dataclass(frozen=True)
+class Signal:
+    """One named piece of ranking evidence: a value for each merged candidate.
+
+    An ``add`` signal adds ``weight * value`` to a candidate's base score; a
+    ``scale`` signal multiplies the score by ``1 + weight * value``, so it can
+    lift or sink a candidate in proportion to the evidence the others found
+    but cannot rank a candidate that nothing else matched. The producing
+    plugin chooses the default weight; ``Settings.signal_weights`` overrides
+    it by name.
+    """
+
+    name: str
+    values: tuple[float, ...]  # one per candidate, in the order the hook was given
+    weight: float
+    mode: str = "add"  # add | scale
+
+
+@dataclass(frozen=True)
 class RankedCandidate:
     candidate: Candidate
     rank: int  # 1-based
     score: float
+    # Each signal's raw value for this candidate (name, value), by name: why it ranked here.
+    signals: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -70,8 +70,16 @@ def test_the_json_is_the_documented_schema(shop: Path) -> None:
     first = data["candidates"][0]
     assert list(first) == [
         "rank", "path", "start_line", "end_line", "qualname", "kind", "sources", "score",
-        "included", "tokens", "text",
+        "signals", "included", "tokens", "text",
     ]
+    # Why it ranked first: each signal's value, and the fused score they give.
+    signals = first["signals"]
+    assert list(signals) == ["auxiliary", "bm25", "definition", "path", "pin", "pointed_at"]
+    assert (signals["auxiliary"], signals["pointed_at"], signals["pin"]) == (0.0, 0.0, 0.0)
+    assert first["score"] == pytest.approx(
+        signals["bm25"] * (1 + 2.0 * signals["definition"]) * (1 + 0.25 * signals["path"]),
+        abs=1e-5,
+    )
     assert [c["rank"] for c in data["candidates"]] == list(range(1, len(data["candidates"]) + 1))
     included = [c for c in data["candidates"] if c["included"]]
     # The slice is the header, exactly the included entries' texts, the coverage line.

@@ -12,10 +12,11 @@ from conftest import make_git_repo
 
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
+from ctx04_core.stages.fuse import fuse
 from ctx04_core.stages.query import build_query
 from ctx04_core.stages.regions import own_lines
-from ctx04_core.stages.rerank import rerank
-from ctx04_core.types import Candidate, Query, Span
+from ctx04_core.stages.rerank import signals
+from ctx04_core.types import Candidate, Query, RankedCandidate, Span
 
 OpenRepo = Callable[[dict[str, str | bytes]], Repo]
 # The plain §3.4 score: idf over the candidates, no evidence beside BM25.
@@ -39,6 +40,14 @@ def c(y):
     # memory
     return y
 """
+
+
+def rerank(
+    *, query: Query, candidates: tuple[Candidate, ...], repo: Repo, settings: Settings
+) -> list[RankedCandidate]:
+    """The rerank plugin's signals, fused as the pipeline fuses them."""
+    found = signals(query=query, candidates=candidates, repo=repo, settings=settings)
+    return fuse(candidates, found, settings)
 
 
 def definition(repo: Repo, qualname: str) -> Candidate:

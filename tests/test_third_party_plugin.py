@@ -45,7 +45,9 @@ def test_the_plugin_is_found_through_the_entry_point_group() -> None:
     pm = plugin_manager()
     assert pm.get_plugin("pin") is not None
     infos = {info.name: info for info in describe_plugins(pm)}
-    assert infos["pin"] == PluginInfo("pin", ("recall",), "ctx04-pin", "0.1.0", enabled=True)
+    assert infos["pin"] == PluginInfo(
+        "pin", ("recall", "signals"), "ctx04-pin", "0.1.0", enabled=True
+    )
     assert {"ripgrep", "apidesc", "callgraph"} <= infos.keys()
 
 
@@ -69,7 +71,9 @@ def test_disabling_the_plugin_by_name_removes_it(tmp_path: Path) -> None:
     pm = plugin_manager(disable=["pin"])
     assert pm.get_plugin("pin") is None
     infos = {info.name: info for info in describe_plugins(pm)}
-    assert infos["pin"] == PluginInfo("pin", ("recall",), "ctx04-pin", "0.1.0", enabled=False)
+    assert infos["pin"] == PluginInfo(
+        "pin", ("recall", "signals"), "ctx04-pin", "0.1.0", enabled=False
+    )
     assert pinned(retrieve(TASK, root, disable=["pin"]).candidates) == []
     assert pinned(retrieve(TASK, root).candidates) == [
         ("billing.tax_rate", Span("billing.py", 5, 7), ("pin",))
@@ -82,3 +86,21 @@ def test_disabling_it_through_the_environment(
     root = make_git_repo(tmp_path / "r", BILLING).resolve()
     monkeypatch.setenv("CTX04_DISABLE", "pin")
     assert pinned(retrieve(TASK, root).candidates) == []
+
+
+def test_its_signal_stacks_with_the_bundled_ones(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "r", BILLING).resolve()
+    task = "the tax_rate and invoice_total of a region"
+    plain = retrieve(task, root, settings=Settings(signal_weights=("pin=0",))).candidates
+    pinned_up = retrieve(task, root).candidates
+    by_name = {r.candidate.qualname: r for r in pinned_up}
+    before = {r.candidate.qualname: r.score for r in plain}
+    # The pin doubles the fused score of the marked function only.
+    assert by_name["billing.tax_rate"].score == pytest.approx(2 * before["billing.tax_rate"])
+    assert by_name["billing.invoice_total"].score == before["billing.invoice_total"]
+    assert dict(by_name["billing.tax_rate"].signals)["pin"] == 1.0
+    assert dict(by_name["billing.invoice_total"].signals)["pin"] == 0.0
+    assert [name for name, _ in by_name["billing.tax_rate"].signals] == [
+        "auxiliary", "bm25", "definition", "path", "pin", "pointed_at",
+    ]
+    assert "pin" not in dict(retrieve(task, root, disable=["pin"]).candidates[0].signals)

@@ -1,6 +1,8 @@
-"""Identifier-weighted BM25 re-rank of the merged candidates (spec §3.4)."""
+"""Identifier-weighted BM25 re-rank (spec §3.4) and the lexical evidence beside it, as signals."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from ctx04_core.bm25 import bm25_scores, idf, term_weights
 from ctx04_core.hookspecs import hookimpl
@@ -9,7 +11,7 @@ from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.regions import own_text
 from ctx04_core.text import STOPWORDS, simple_name, tokenize
-from ctx04_core.types import Candidate, Query, RankedCandidate
+from ctx04_core.types import Candidate, Query, Signal
 
 
 def query_terms(query: Query) -> list[str]:
@@ -26,9 +28,18 @@ def query_terms(query: Query) -> list[str]:
 
 
 @hookimpl
-def rerank(
+def signals(
     query: Query, candidates: tuple[Candidate, ...], repo: Repo, settings: Settings
-) -> list[RankedCandidate]:
+) -> list[Signal]:
+    """The §3.4 BM25 match, and the evidence beside it that BM25 cannot see.
+
+    ``bm25`` adds; the others scale it: a definition the task names counts
+    more the fewer definitions share its name (``definition``: 1 / that
+    number); a place the task points at, a stack frame or a link to its lines
+    (``pointed_at``); a file whose path names what the goal sentence is about
+    (``path``); tests, docs, examples and benchmarks, rarely what a change
+    edits (``auxiliary``, weight ``auxiliary_weight - 1``).
+    """
     docs = [
         tokenize("\n".join(text for _, text in own_text(candidate, repo)))
         for candidate in candidates
@@ -41,16 +52,28 @@ def rerank(
         scores = _scores_with_repository_idf(weights, docs, repo, settings)
     else:
         scores = bm25_scores(weights, docs, settings.bm25_k1, settings.bm25_b)
-    scores = adjusted(scores, candidates, query, repo, settings)
-    # Ties keep a fixed order; sort() is stable, so equal keys stay in merge order.
-    order = sorted(
-        range(len(candidates)),
-        key=lambda i: (-scores[i], candidates[i].span.path, candidates[i].span.start_line),
-    )
+    rarity = definition_rarity(query, repo)
+    goal = _words(query.goal_hint) - STOPWORDS
+
+    def each(value: Callable[[Candidate], float]) -> tuple[float, ...]:
+        return tuple(value(c) for c in candidates)
+
     return [
-        RankedCandidate(candidates[i], rank, scores[i])
-        for rank, i in enumerate(order[: settings.top_k], start=1)
+        Signal("bm25", tuple(scores), 1.0),
+        Signal("definition", each(lambda c: _named_rarity(c, rarity)),
+               settings.definition_boost, "scale"),
+        Signal("pointed_at", each(lambda c: float(c.pointed_at)), settings.location_boost, "scale"),
+        Signal("path", each(lambda c: float(bool(goal & _path_words(c.span.path)))),
+               settings.path_boost, "scale"),
+        Signal("auxiliary", each(lambda c: float(is_auxiliary_path(c.span.path))),
+               settings.auxiliary_weight - 1, "scale"),
     ]
+
+
+def _named_rarity(candidate: Candidate, rarity: dict[str, float]) -> float:
+    if candidate.kind == "module":
+        return 0.0
+    return rarity.get((candidate.qualname or "").rsplit(".", 1)[-1], 0.0)
 
 
 def _scores_with_repository_idf(
@@ -65,37 +88,6 @@ def _scores_with_repository_idf(
     total, frequency = repo.index.term_statistics(list(weights))
     idfs = {term: idf(total, frequency.get(term, 0)) for term in weights}
     return bm25_scores(weights, docs, settings.bm25_k1, settings.bm25_b, idfs)
-
-
-def adjusted(
-    scores: list[float],
-    candidates: tuple[Candidate, ...],
-    query: Query,
-    repo: Repo,
-    settings: Settings,
-) -> list[float]:
-    """The BM25 scores with the evidence BM25 cannot see.
-
-    A definition named by the task counts more the fewer definitions share its
-    name; a place the task points at (a stack frame, a link to lines) counts
-    more, and so does a file whose path names what the goal sentence is
-    about; tests, docs, examples and benchmarks are rarely what a change edits.
-    """
-    rarity = definition_rarity(query, repo)
-    goal = _words(query.goal_hint) - STOPWORDS
-    out = []
-    for score, candidate in zip(scores, candidates, strict=True):
-        name = (candidate.qualname or "").rsplit(".", 1)[-1]
-        if candidate.kind != "module" and name in rarity:
-            score *= 1 + settings.definition_boost * rarity[name]
-        if candidate.pointed_at:
-            score *= 1 + settings.location_boost
-        if goal & _path_words(candidate.span.path):
-            score *= 1 + settings.path_boost
-        if is_auxiliary_path(candidate.span.path):
-            score *= settings.auxiliary_weight
-        out.append(score)
-    return out
 
 
 def _words(text: str) -> set[str]:

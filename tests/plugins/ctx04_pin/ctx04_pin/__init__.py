@@ -3,8 +3,11 @@
 A team marks the lines a model should always consider (a fragile invariant,
 a central config) with the comment ``# ctx04: pin``; this plugin proposes
 each marked line as a hit, whatever the task, and ctx04's merge widens the
-hit to its enclosing definition. It uses only ctx04's public pieces: the
-hook marker, the data types and the bundled ripgrep.
+hit to its enclosing definition. It also contributes the ranking signal
+``pin`` (1 for a candidate holding a marked line, else 0) that scales the
+fused score by ``1 + PIN_WEIGHT``; ``--set signal_weights=pin=W`` tunes it.
+It uses only ctx04's public pieces: the hook marker, the data types and the
+bundled ripgrep.
 
 Cap: at most ``settings.hits_per_term`` marked lines, in path order; more are
 reported as truncated.
@@ -20,10 +23,11 @@ from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.ripgrep import exclusion_args, glob_args, rg_binary
 from ctx04_core.settings import Settings
-from ctx04_core.types import Candidate, Diagnostic, Recall, Span
+from ctx04_core.types import Candidate, Diagnostic, Recall, Signal, Span
 
 SOURCE = "pin"
 MARKER = "# ctx04: pin"
+PIN_WEIGHT = 1.0
 
 
 def _path(field: dict[str, str]) -> str:
@@ -70,3 +74,9 @@ def recall(repo: Repo, settings: Settings) -> Recall | None:
         return search_pins(repo, settings)
     except subprocess.TimeoutExpired:
         return Recall(SOURCE, (), (Diagnostic("unavailable", "timeout", detail=MARKER),))
+
+
+@hookimpl
+def signals(candidates: tuple[Candidate, ...]) -> list[Signal]:
+    values = tuple(float(SOURCE in c.sources) for c in candidates)
+    return [Signal(SOURCE, values, PIN_WEIGHT, "scale")]
