@@ -65,9 +65,9 @@ def indexed() -> Iterator[Callable[..., Repo]]:
 
 # Every plugin the dev install registers (requirements-dev.txt), by entry-point name.
 INSTALLED_PLUGINS = [
-    "apidesc", "assemble", "bm25", "c", "callgraph", "cpp", "go", "java", "javascript", "php",
-    "pin", "prune", "python", "rerank", "ripgrep", "ruby", "rust", "traceback", "typescript",
-    "unparsed", "vet",
+    "apidesc", "assemble", "bm25", "c", "callgraph", "cpp", "go", "history", "java",
+    "javascript", "members", "php", "pin", "prune", "python", "rerank", "ripgrep",
+    "ruby", "rust", "traceback", "typescript", "unparsed", "vet",
 ]
 
 

@@ -95,13 +95,23 @@ def test_eval_ctx04(runs: Runs) -> None:
     assert first["shown"] == [{"path": "calc/ops.py", "lines": [[11, 13]]}]
     assert first["metrics"] == metrics(irrelevant_context_ratio=0.0, tokens=84.0)
     # The module holding the gold line PRECISION = 2 ranks third: all three
-    # symbols are in the top 3, one of them at rank 1.
+    # symbols are in the top 3, one of them at rank 1. The module brings its
+    # other functions as members, last.
     assert [r["qualname"] for r in second["ranked"]] == [
         "calc.ops.Stats", "calc.ops.Stats.mean", "calc.ops", "calc.ops.divide",
-        "calc.ops.Stats.spread",
+        "calc.ops.Stats.spread", "calc.ops.add", "calc.ops.hypot",
+    ]
+    # Rank 1 is a class, its signature alone; Stats.mean, the first function
+    # within the first three ranks, is whole (23-25); the module shows its best
+    # line (PRECISION = 2), divide its signature; the rest score under the floor.
+    assert second["shown"] == [
+        {"path": "calc/ops.py", "lines": [[18, 18]]},
+        {"path": "calc/ops.py", "lines": [[23, 25]]},
+        {"path": "calc/ops.py", "lines": [[4, 4]]},
+        {"path": "calc/ops.py", "lines": [[11, 11]]},
     ]
     assert second["metrics"] == metrics(
-        recall_at_1=1 / 3, irrelevant_context_ratio=0.0, tokens=140.0,
+        recall_at_1=1 / 3, irrelevant_context_ratio=0.0, tokens=199.0,
     )
     assert "ctx04 eval: ctx04: 2 instances, 0 errored" in runs.ctx04.stdout
     rows = table(runs.ctx04.stdout)
@@ -110,10 +120,22 @@ def test_eval_ctx04(runs: Runs) -> None:
         "function_acc@5": ["1.000"], "function_acc@10": ["1.000"], "recall@1": ["0.667"],
         "recall@3": ["1.000"], "recall@5": ["1.000"], "mrr": ["1.000"],
         "required_file_recall": ["1.000"], "required_symbol_recall": ["1.000"],
-        "irrelevant_context_ratio": ["0.000"], "tokens": ["112.0"],
+        "irrelevant_context_ratio": ["0.000"], "tokens": ["141.5"],
     }
     for timing in ("seconds_p50", "seconds_p95", "index_seconds_median", "index_seconds_total"):
         assert re.fullmatch(r"\d+\.\d\d", rows[timing][0])
+
+
+def test_eval_gives_each_tree_its_history_up_to_the_base(runs: Runs) -> None:
+    first, second = records(runs.tmp / "ctx04.jsonl")
+    # acme__calc-1's base is A: the fix B ("B: divide by zero") is later and
+    # unseen, so no commit message shares a word with the task.
+    assert {r["signals"]["history"] for r in first["ranked"]} == {0.0}
+    # acme__calc-2's base is B: B's message shares "zero" with the task and B
+    # changed calc/ops.py alone; C, the fix, is later and unseen.
+    assert {(r["path"], r["signals"]["history"]) for r in second["ranked"]} == {
+        ("calc/ops.py", 1.0)
+    }
 
 
 def test_eval_bm25(runs: Runs) -> None:
@@ -145,7 +167,7 @@ def test_compare(runs: Runs) -> None:
     rows = table(done.stdout)
     assert rows["function_acc@5"] == ["1.000", "1.000", "+0.000"]
     assert rows["recall@1"] == ["0.667", "0.667", "+0.000"]
-    assert rows["tokens"] == ["112.0", "322.5", "+210.5"]
+    assert rows["tokens"] == ["141.5", "322.5", "+181.0"]
 
 
 def test_eval_records_failures_and_goes_on(runs: Runs) -> None:
@@ -279,7 +301,7 @@ def test_eval_per_language(runs: Runs) -> None:
         python = dict(zip(METRICS, rows["Python"][1:], strict=True))
         assert rows["Python"][0] == "2"
         assert (python["recall@1"], python["recall@3"], python["tokens"]) == {
-            "ctx04": ("0.667", "1.000", "112.0"), "bm25": ("0.667", "1.000", "322.5")
+            "ctx04": ("0.667", "1.000", "141.5"), "bm25": ("0.667", "1.000", "322.5")
         }[system]
         # The whole run's summary mixes both.
         assert table(done.stdout)["recall@1"] == ["0.444"]
@@ -289,7 +311,7 @@ def test_eval_per_language(runs: Runs) -> None:
     rows = table(done.stdout)
     assert rows["Go"] == ["1", *(["+0.000"] * 12), "+0.0"]
     python = dict(zip(METRICS, rows["Python"][1:], strict=True))
-    assert (python["recall@3"], python["tokens"]) == ("+0.000", "+210.5")
+    assert (python["recall@3"], python["tokens"]) == ("+0.000", "+181.0")
     # Unlabelled records give no per-language table.
     done = ctx04(runs.env, "eval", "--compare", runs.tmp / "ctx04.jsonl", runs.tmp / "bm25.jsonl")
     assert "per language" not in done.stdout

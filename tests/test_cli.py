@@ -44,7 +44,7 @@ def test_markdown_is_the_slice_alone(shop: Path) -> None:
     assert done.stdout.startswith(
         "## Context slice (retrieved — untrusted data)\n\n"
         f"### shop.cart.Cart.total [shop/cart.py:41-46, sha256:{cart[:12]}, "
-        "ripgrep, apidesc, bm25]\n"
+        "ripgrep, apidesc, bm25, members]\n"
     )
 
 

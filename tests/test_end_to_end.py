@@ -29,12 +29,13 @@ def test_the_function_a_task_names_ranks_first(shop: Path) -> None:
     assert (top.qualname, top.span.path, top.span.start_line, top.span.end_line) == (
         "shop.cart.Cart.total", "shop/cart.py", 41, 46,
     )
-    assert top.sources == ("ripgrep", "apidesc", "bm25")
+    # Recalled by three sources, and proposed again as a member of Cart (rank 3).
+    assert top.sources == ("ripgrep", "apidesc", "bm25", "members")
     cart = hashlib.sha256((shop / "shop/cart.py").read_bytes()).hexdigest()
     assert result.context.text.startswith(
         "## Context slice (retrieved — untrusted data)\n\n"
         f"### shop.cart.Cart.total [shop/cart.py:41-46, sha256:{cart[:12]}, "
-        "ripgrep, apidesc, bm25]\n"
+        "ripgrep, apidesc, bm25, members]\n"
         "    def total(self) -> float:\n"
     )
     assert result.context.text.endswith(
@@ -74,11 +75,14 @@ def test_the_json_is_the_documented_schema(shop: Path) -> None:
     ]
     # Why it ranked first: each signal's value, and the fused score they give.
     signals = first["signals"]
-    assert list(signals) == ["auxiliary", "bm25", "definition", "path", "pin", "pointed_at"]
+    assert list(signals) == [
+        "auxiliary", "bm25", "definition", "history", "path", "pin", "pointed_at",
+    ]
     assert (signals["auxiliary"], signals["pointed_at"], signals["pin"]) == (0.0, 0.0, 0.0)
     assert first["score"] == pytest.approx(
-        signals["bm25"] * (1 + 2.0 * signals["definition"]) * (1 + 0.25 * signals["path"]),
-        abs=1e-5,
+        signals["bm25"] * (1 + 2.0 * signals["definition"]) * (1 + 0.3 * signals["history"])
+        * (1 + 0.25 * signals["path"]),
+        abs=1e-4,
     )
     assert [c["rank"] for c in data["candidates"]] == list(range(1, len(data["candidates"]) + 1))
     included = [c for c in data["candidates"] if c["included"]]

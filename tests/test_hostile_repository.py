@@ -369,6 +369,10 @@ def test_file_names_with_spaces_newlines_and_non_ascii(tmp_path: Path) -> None:
 # --- subprocesses -----------------------------------------------------------------------
 
 
+# Without a HEAD commit the history plugin has no log to read, and says so.
+NO_HISTORY = Diagnostic("unavailable", "no history", None, "no git commit to read")
+
+
 def fake_git(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, script: str) -> Path:
     """Put an executable ``git`` running ``script`` first on PATH; returns its folder."""
     folder = tmp_path / "bin"
@@ -407,18 +411,20 @@ def test_a_git_that_sleeps_is_killed_at_its_deadline(
     git_said = Diagnostic(
         "unavailable", "git did not answer within 2 s", None, "git rev-parse HEAD"
     )
-    assert result.diagnostics == (git_said,)
+    assert result.diagnostics == (NO_HISTORY, git_said)
     assert references(result) == ["app.py"]
     assert [e.evidence.ref.base for e in result.context.entries] == [None]
     document = retrieval_json(result)
     assert document["repo"]["base"] is None
     assert document["diagnostics"]["coverage"] == [
+        {"kind": "unavailable", "reason": "no history", "path": None,
+         "detail": "no git commit to read"},
         {"kind": "unavailable", "reason": "git did not answer within 2 s", "path": None,
          "detail": "git rev-parse HEAD"},
     ]
     assert result.context.text.endswith(
-        "Coverage: unavailable 1 (git did not answer within 2 s: git rev-parse HEAD); "
-        "recall is not exhaustive.\n"
+        "Coverage: unavailable 2 (no history: no git commit to read, git did not answer "
+        "within 2 s: git rev-parse HEAD); recall is not exhaustive.\n"
     )
 
 
@@ -430,6 +436,7 @@ def test_a_git_that_floods_its_output_is_stopped_and_reported(
     result = retrieve(TASK, root)
     assert result.base is None
     assert result.diagnostics == (
+        NO_HISTORY,
         Diagnostic("unavailable", "git printed more than 4096 bytes", None, "git rev-parse HEAD"),
     )
 
@@ -442,7 +449,7 @@ def test_a_missing_git_leaves_no_base(tmp_path: Path, monkeypatch: pytest.Monkey
     result = retrieve(TASK, root)
     assert result.base is None
     assert result.diagnostics == (
-        Diagnostic("unavailable", "git could not run: No such file or directory"),
+        NO_HISTORY, Diagnostic("unavailable", "git could not run: No such file or directory"),
     )
     assert references(result) == ["app.py"]
 

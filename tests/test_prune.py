@@ -12,6 +12,7 @@ from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.prune import prune
 from ctx04_core.stages.query import build_query
+from ctx04_core.tokens import count_tokens
 from ctx04_core.types import Candidate, Excerpt, RankedCandidate, Span
 
 AUTH = """\
@@ -58,7 +59,9 @@ def ranked_functions(repo: Repo, *names: str) -> tuple[RankedCandidate, ...]:
     )
 
 
-def run(repo: Repo, ranked: tuple[RankedCandidate, ...], **overrides: float) -> list[Excerpt]:
+def run(
+    repo: Repo, ranked: tuple[RankedCandidate, ...], **overrides: float | bool
+) -> list[Excerpt]:
     settings = Settings().with_overrides(**overrides)
     query = build_query(TASK, names=repo.index.names(), settings=settings)
     return prune(query=query, ranked=ranked, repo=repo, settings=settings)
@@ -73,14 +76,20 @@ def test_rank_one_function_is_whole_and_the_rest_keep_their_best_lines(repo: Rep
     # lookup's best line scores 0.32, under a fifth of handle's 3.65: dropped.
     ranked = ranked_functions(repo, "handle", "lookup", "unrelated")
     assert kept(run(repo, ranked)) == {"auth.handle": [1, 2, 3, 4, 5, 6, 7, 8, 9]}
-    # Without that floor lookup keeps its signature and line 17, its best (and
-    # only scoring) line.
+    # Without that floor lookup, a neighbour of rank 2, is shown as its
+    # (decorated, multi-line) signature.
     assert kept(run(repo, ranked, prune_relative_floor=0.0)) == {
+        "auth.handle": [1, 2, 3, 4, 5, 6, 7, 8, 9], "auth.lookup": [12, 13, 14, 15],
+    }
+    # Neighbours cut to their best lines instead: lookup adds line 17, its best
+    # (and only scoring) line.
+    best_lines = {"prune_relative_floor": 0.0, "neighbours_as_signatures": False}
+    assert kept(run(repo, ranked, **best_lines)) == {
         "auth.handle": [1, 2, 3, 4, 5, 6, 7, 8, 9], "auth.lookup": [12, 13, 14, 15, 17],
     }
     # With none shown whole, handle too keeps only its best line 2 (3.65) and
     # its signature: the next best line scores 1.41.
-    pruned = run(repo, ranked, whole_function_ranks=0, prune_relative_floor=0.0)
+    pruned = run(repo, ranked, whole_function_within=0, **best_lines)
     assert kept(pruned) == {"auth.handle": [1, 2], "auth.lookup": [12, 13, 14, 15, 17]}
 
 
@@ -89,7 +98,8 @@ def test_lines_below_the_ratio_are_cut_and_the_signature_stays(repo: Repo) -> No
     # handle's line scores: 2 → 3.65, 6 → 1.41, 4 → 1.17, 7 → 1.17, 3 → 0.37, rest 0,
     # so τ = 0.6 × 3.65 = 2.19 keeps line 2 only; line 1 is the signature.
     excerpts = run(repo, ranked_functions(repo, "lookup", "handle", "unrelated"),
-                   prune_ratio=0.6, whole_function_ranks=0, prune_relative_floor=0.0)
+                   prune_ratio=0.6, whole_function_within=0, prune_relative_floor=0.0,
+                   neighbours_as_signatures=False)
     assert kept(excerpts) == {"auth.lookup": [12, 13, 14, 15, 17], "auth.handle": [1, 2]}
     assert excerpts[1].lines == (
         (1, "def handle(request):"),
@@ -100,13 +110,16 @@ def test_lines_below_the_ratio_are_cut_and_the_signature_stays(repo: Repo) -> No
 def test_kept_lines_widen_to_their_whole_statement(repo: Repo) -> None:
     # τ = 0.3 × 3.65 = 1.10 now keeps 4, 6 and 7; 6 and 7 sit inside check(...) on 5–8.
     excerpts = run(repo, ranked_functions(repo, "handle", "lookup", "unrelated"),
-                   prune_ratio=0.3, whole_function_ranks=0)
+                   prune_ratio=0.3, whole_function_within=0, neighbours_as_signatures=False)
     assert kept(excerpts)["auth.handle"] == [1, 2, 4, 5, 6, 7, 8]
 
 
 def test_multiline_decorated_signature_survives_a_pruned_body(repo: Repo) -> None:
+    ranked = ranked_functions(repo, "lookup")
+    [signature] = run(repo, ranked, whole_function_within=0)
+    assert signature.lines == ((12, "@cached"), (13, "def lookup("), (14, "    key,"), (15, "):"))
     # lookup's only scoring line is 17 (token); 16 scores 0 and goes.
-    [excerpt] = run(repo, ranked_functions(repo, "lookup"), whole_function_ranks=0)
+    [excerpt] = run(repo, ranked, whole_function_within=0, neighbours_as_signatures=False)
     assert excerpt.lines == (
         (12, "@cached"),
         (13, "def lookup("),
@@ -137,3 +150,46 @@ def test_a_run_of_lines_keeps_only_its_scoring_lines(repo: Repo) -> None:
     run_candidate = Candidate(Span("notes.txt", 1, 3), "lines", None, ("test",))
     [excerpt] = run(repo, (RankedCandidate(run_candidate, 1, 1.0),))
     assert excerpt.lines == ((2, "the session token is expired"),)
+
+
+
+def test_the_first_ranked_candidate_stays_under_the_relative_floor(repo: Repo) -> None:
+    # lookup ranks first though its best line (0.32) is under a fifth of
+    # handle's (3.65): the ranking weighs more than one line, so it stays,
+    # whole; handle, second, is its signature.
+    ranked = ranked_functions(repo, "lookup", "handle")
+    assert kept(run(repo, ranked)) == {
+        "auth.lookup": [12, 13, 14, 15, 16, 17], "auth.handle": [1],
+    }
+    # A best line under the absolute floor drops it all the same.
+    assert list(kept(run(repo, ranked, prune_floor=0.5))) == ["auth.handle"]
+
+
+def test_the_best_ranked_function_is_whole_under_a_container_ranked_above_it(
+    repo: Repo,
+) -> None:
+    module = next(n for n in repo.index.file_nodes("auth.py") if n.kind == "module")
+    above = RankedCandidate(Candidate(module.span, "module", "auth", ("test",)), 1, 2.0)
+    ranked = (above, *(
+        RankedCandidate(r.candidate, r.rank + 1, r.score)
+        for r in ranked_functions(repo, "handle", "lookup")
+    ))
+    # The module (rank 1) keeps its best line; handle, the first function
+    # within the first three ranks, is whole; lookup is dropped by the floor.
+    excerpts = run(repo, ranked)
+    assert kept(excerpts)["auth.handle"] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    # Only within whole_function_within: at 1, handle is a signature.
+    assert kept(run(repo, ranked, whole_function_within=1))["auth.handle"] == [1]
+
+
+def test_a_leading_function_too_large_to_show_whole_keeps_its_best_lines(repo: Repo) -> None:
+    ranked = ranked_functions(repo, "handle", "lookup")
+    body = "\n".join(AUTH.splitlines()[:9])
+    assert (count_tokens(body), len(body.encode())) == (42, 197)
+    # handle's 42 tokens do not fit 0.9 x 46: it shows its signature and its
+    # best line (2) instead of vanishing from a slice it could not fit.
+    assert kept(run(repo, ranked, budget_tokens=46))["auth.handle"] == [1, 2]
+    assert kept(run(repo, ranked, budget_tokens=47))["auth.handle"] == list(range(1, 10))
+    # Likewise the byte budget: 197 bytes fit 0.9 x 219, not 0.9 x 218.
+    assert kept(run(repo, ranked, max_block_bytes=218))["auth.handle"] == [1, 2]
+    assert kept(run(repo, ranked, max_block_bytes=219))["auth.handle"] == list(range(1, 10))

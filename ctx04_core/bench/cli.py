@@ -329,6 +329,8 @@ def _show_summary(summary: Summary, title: str) -> None:
     table.add_column("value", justify="right")
     for metric in METRICS:
         table.add_row(metric, _value(metric, summary.means[metric]))
+    for name, value in summary.given_file.items():
+        table.add_row(f"{name} ({summary.given_file_instances})", _value(name, value))
     for name, seconds in _timing(summary):
         table.add_row(name, _seconds(seconds))
     console.print(table)
@@ -386,6 +388,12 @@ def _compare(a: Path, b: Path) -> None:
     for metric in METRICS:
         x, y = first.means[metric], second.means[metric]
         table.add_row(metric, _value(metric, x), _value(metric, y), _delta(metric, y - x))
+    for name in first.given_file:
+        x_g, y_g = first.given_file[name], second.given_file[name]
+        table.add_row(
+            name, _value(name, x_g), _value(name, y_g),
+            _delta(name, None if x_g is None or y_g is None else y_g - x_g),
+        )
     for (name, x_s), (_, y_s) in zip(_timing(first), _timing(second), strict=True):
         delta = None if x_s is None or y_s is None else y_s - x_s
         table.add_row(name, _seconds(x_s), _seconds(y_s),

@@ -19,6 +19,10 @@ Definitions (per instance; a run's value is the mean over its instances):
   like a clean one.
 - ``tokens``: the slice's token count.
 
+Function-level localisation once the file is right: over a run, the mean
+``function_acc@k`` of the instances whose ``file_acc@5`` is 1
+(``function_acc@k|file@5``; None when there are none).
+
 A candidate's symbol is ``(path, qualname)``; a candidate without a
 qualname (lines of a file that does not parse) stands for the file itself,
 ``(path, None)``, which only a file that does not parse has as gold symbol.
@@ -77,6 +81,8 @@ class RankedItem:
     qualname: str | None
     kind: str
     included: bool  # shown in the slice
+    score: float = 0.0  # the fused score the system ranked by
+    signals: tuple[tuple[str, float], ...] = ()  # each ranking signal's value, by name
 
     @property
     def symbol(self) -> Symbol:
@@ -87,6 +93,8 @@ class RankedItem:
             "rank": self.rank, "path": self.path, "qualname": self.qualname,
             "start_line": self.start_line, "end_line": self.end_line, "kind": self.kind,
             "included": self.included,
+            "score": round(self.score, 6),
+            "signals": {name: round(value, 6) for name, value in self.signals},
         }
 
 
@@ -173,6 +181,13 @@ class Summary:
     seconds_p95: float | None
     index_seconds_median: float | None
     index_seconds_total: float | None
+    # function_acc@k over the instances whose gold files are all in the top 5
+    given_file: dict[str, float | None]
+    given_file_instances: int
+
+
+GIVEN_FILE = "file_acc@5"
+GIVEN_FILE_METRICS = {f"function_acc@{k}|file@5": f"function_acc@{k}" for k in FUNCTION_ACC_KS}
 
 
 def summarise(records: Sequence[Mapping[str, Any]]) -> Summary:
@@ -184,6 +199,11 @@ def summarise(records: Sequence[Mapping[str, Any]]) -> Summary:
     ok = [r for r in records if not r.get("error")]
     seconds = sorted(float(r["seconds"]) for r in ok if r.get("seconds") is not None)
     index = [float(r["index_seconds"]) for r in ok if r.get("index_seconds") is not None]
+    located = [r for r in records if float(r["metrics"][GIVEN_FILE]) == 1.0]
+    given_file = {
+        name: statistics.fmean(float(r["metrics"][m]) for r in located) if located else None
+        for name, m in GIVEN_FILE_METRICS.items()
+    }
     return Summary(
         instances=len(records),
         errors=len(records) - len(ok),
@@ -192,6 +212,8 @@ def summarise(records: Sequence[Mapping[str, Any]]) -> Summary:
         seconds_p95=nearest_rank(seconds, 95),
         index_seconds_median=statistics.median(index) if index else None,
         index_seconds_total=sum(index) if index else None,
+        given_file=given_file,
+        given_file_instances=len(located),
     )
 
 

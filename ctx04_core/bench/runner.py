@@ -120,7 +120,7 @@ def evaluate(
         gold = gold_from_patch(instance.patch, tree.root, gold_pm)
         record["gold"] = gold.to_json()
         stage = "retrieval"
-        answer = _answer(instance.problem_statement, tree.root, config)
+        answer = _answer(instance, tree.root, git_dir, config)
     # One instance's failure, whatever it is, must not end a run of hundreds.
     except Exception as err:
         record["error"] = f"{stage}: {type(err).__name__}: {err}"
@@ -139,7 +139,13 @@ def evaluate(
     return record
 
 
-def _answer(task: str, root: Path, config: RunConfig) -> Answer:
+def _answer(instance: Instance, root: Path, git_dir: Path, config: RunConfig) -> Answer:
+    task = instance.problem_statement
     if config.system == "bm25":
         return run_bm25(task, root, config.settings)
-    return run_ctx04(task, root, config.settings, config.disable)
+    # The tree has no .git: its history is the clone's log up to the base
+    # commit, never a later commit (the fix itself is one).
+    settings = config.settings.with_overrides(
+        history_git_dir=str(git_dir), history_rev=instance.base_commit
+    )
+    return run_ctx04(task, root, settings, config.disable)

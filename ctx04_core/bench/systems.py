@@ -51,7 +51,8 @@ def run_ctx04(task: str, root: Path, settings: Settings, disable: Iterable[str])
     ranked = tuple(
         RankedItem(
             r.rank, r.candidate.span.path, r.candidate.span.start_line, r.candidate.span.end_line,
-            r.candidate.qualname, r.candidate.kind, r.rank in shown_ranks,
+            r.candidate.qualname, r.candidate.kind, r.rank in shown_ranks, r.score,
+            r.signals,
         )
         for r in result.candidates
     )
@@ -109,7 +110,7 @@ def run_bm25(task: str, root: Path, settings: Settings) -> Answer:
                     shown.append(Shown(candidate.span.path, tuple(n for n, _ in lines)))
             span = candidate.span
             ranked.append(RankedItem(rank, span.path, span.start_line, span.end_line,
-                                     candidate.qualname, candidate.kind, not full))
+                                     candidate.qualname, candidate.kind, not full, value))
     finally:
         repo.index.close()
     return Answer(tuple(ranked), tuple(shown), count_tokens(text), time.perf_counter() - started,

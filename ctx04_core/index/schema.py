@@ -68,6 +68,18 @@ CREATE VIRTUAL TABLE code_fts USING fts5(tokens, tokenize = "unicode61 tokenchar
 """
 
 
+# Values a plugin derives from the repository and keeps beside the index
+# (the history plugin's parsed commit log, per HEAD). Created where missing,
+# so adding it rebuilds no index; a schema change empties it with the rest.
+DERIVED_DDL = """
+CREATE TABLE IF NOT EXISTS derived(
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL,
+    stored_ns INTEGER NOT NULL
+)
+"""
+
+
 def is_corruption(err: sqlite3.DatabaseError) -> bool:
     """True when SQLite says the file is not a database or is damaged."""
     # Locked, busy or a full disk leave the file itself fine.
@@ -88,6 +100,7 @@ def connect(path: Path) -> sqlite3.Connection:
         conn.execute("PRAGMA synchronous=NORMAL")
         if _version(conn) != SCHEMA_VERSION:
             _rebuild(conn)
+        conn.execute(DERIVED_DDL)
         conn.execute("SELECT count(*) FROM files").fetchone()
     except BaseException:
         conn.close()

@@ -45,6 +45,11 @@ _NODE_COLUMNS = (
 )
 
 
+# Derived values (a commit log per HEAD) kept in an index at most: a few
+# checkouts' worth, so switching branches does not grow the file without end.
+DERIVED_ENTRIES = 8
+
+
 class IndexUnavailable(Exception):
     """The index cannot be opened or written; the message is one clear line."""
 
@@ -378,6 +383,29 @@ class CodeIndex:
             (match, limit),
         )
         return [(_node(row[:-1]), -row[-1]) for row in rows]
+
+    def derived(self, key: str) -> str | None:
+        """A value a plugin stored with :meth:`store_derived`, or None."""
+        row = self._conn.execute("SELECT value FROM derived WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def store_derived(self, key: str, value: str) -> None:
+        """Keep ``value`` under ``key``; only the newest ``DERIVED_ENTRIES`` values stay."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._conn.execute(
+                "INSERT OR REPLACE INTO derived(key, value, stored_ns) VALUES (?, ?, ?)",
+                (key, value, time.time_ns()),
+            )
+            self._conn.execute(
+                "DELETE FROM derived WHERE key NOT IN "
+                "(SELECT key FROM derived ORDER BY stored_ns DESC LIMIT ?)",
+                (DERIVED_ENTRIES,),
+            )
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
 
     def multiline_statements(self, path: str) -> tuple[tuple[int, int], ...]:
         """Spans of the file's statements that cover several lines (headers only

@@ -6,14 +6,26 @@ the ranked candidates' own texts, so a term common to every candidate counts
 for little; a line's length is compared with the mean of its candidate's
 lines that have any token, so blank and bracket-only lines do not shorten it.
 
-A function or method ranked in the first ``whole_function_ranks`` is kept
-whole: it is the likeliest place of the change, and a reader needs all of it.
-Every other candidate keeps its signature and its best lines only (the
-default ratio 1.0 keeps the lines that tie for its best score): measured on
-the dev split, a wider prune of the rest spends the budget on lines that
-are rarely the ones that matter. A candidate whose best line scores under
+The best-ranked function or method, when it ranks within the first
+``whole_function_within``, is kept whole: it is the likeliest place of the
+change, and a reader needs all of it; a class or module ranked above it
+(``Cart`` above ``Cart.total``) does not take its place. A leading function
+too large for the slice's budgets (tokens, bytes) would be left out whole by
+the token cap: it keeps its signature and best lines instead.
+Every other function, method or type is shown as its signature alone
+(``neighbours_as_signatures``): a map of where else to look, one or two
+lines each. Measured on the dev split, the rank-1 entry holds most of the
+lines a change touches and a neighbour's best lines rarely do (a matched
+docstring kept whole was the typical neighbour excerpt); signatures cut the
+tokens by a third and let more neighbours into the budget. A candidate
+without a signature (a module's own lines, a run of lines) keeps its best
+lines only (the default ratio 1.0 keeps the lines that tie for its best
+score). A candidate whose best line scores under
 ``prune_relative_floor`` of the best line of all candidates is dropped
-whole: it shares little of the goal, and its lines are noise.
+whole: it shares little of the goal, and its lines are noise. The rank-1
+candidate is exempt (only the absolute ``prune_floor`` drops it): the
+ranking weighs evidence no single line shows (a stack frame, the
+repository's history), and what it ranks first must reach the slice.
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.regions import node_of, own_text
 from ctx04_core.text import tokenize
+from ctx04_core.tokens import count_tokens
 from ctx04_core.types import FUNCTION_KINDS, TYPE_KINDS, Excerpt, Query, RankedCandidate
 
 _SIGNED = FUNCTION_KINDS | TYPE_KINDS
@@ -55,14 +68,21 @@ def prune(
             [score(weights, idfs, Counter(t), len(t), avgdl, k1, b) for t in line_tokens]
         )
     top = max((max(s, default=0.0) for s in line_scores), default=0.0)
+    leaders = ranked[: settings.whole_function_within]
+    whole_rank = next((r.rank for r in leaders if r.candidate.kind in FUNCTION_KINDS), 0)
     floor = max(settings.prune_floor, settings.prune_relative_floor * top)
     excerpts = []
     for item, text, scores in zip(ranked, texts, line_scores, strict=True):
         best = max(scores, default=0.0)
-        if best < floor:
+        # The floor weighs single lines, the ranking whole candidates: what
+        # ranks first stays whenever a line of it serves the goal at all.
+        if best < floor and not (item.rank == 1 and best > settings.prune_floor):
             continue
-        if item.rank <= settings.whole_function_ranks and item.candidate.kind in FUNCTION_KINDS:
+        leading = item.rank == whole_rank
+        if leading and _fits_whole(text, settings):
             kept = {n for n, _ in text}
+        elif not leading and settings.neighbours_as_signatures and item.candidate.kind in _SIGNED:
+            kept = set()  # the signature alone, added below
         else:
             threshold = settings.prune_ratio * best
             kept = {n for (n, _), s in zip(text, scores, strict=True) if s >= threshold}
@@ -72,6 +92,20 @@ def prune(
         # A stale index may place a signature past the end of the file as read.
         excerpts.append(Excerpt(item, tuple((n, lines[n]) for n in sorted(keep) if n in lines)))
     return excerpts
+
+
+# Of each budget, what a whole function may take: the rest is the slice's
+# header, the excerpt's heading and the closing coverage line.
+_WHOLE_SHARE = 0.9
+
+
+def _fits_whole(text: list[tuple[int, str]], settings: Settings) -> bool:
+    """True when the lines, shown whole, fit the token and byte budgets."""
+    body = "\n".join(line for _, line in text)
+    return (
+        len(body.encode("utf-8")) <= _WHOLE_SHARE * settings.max_block_bytes
+        and count_tokens(body) <= _WHOLE_SHARE * settings.budget_tokens
+    )
 
 
 def _whole_statements(kept: set[int], statements: tuple[tuple[int, int], ...]) -> set[int]:

@@ -1,0 +1,80 @@
+"""What the ranking signals and the expansion cost a warm retrieval.
+
+    .venv/bin/python benchmarks/bench_signals.py --repo django [--runs 5]
+
+Per repository (pinned tree, warm index as in ``bench_query.py``), for each
+of the 10 fixed tasks, the in-process API ``retrieve`` under two plugin
+sets, measured in the same process one after the other:
+
+- before: the stages of the session that started issue 11 (``members`` and
+  ``history`` disabled);
+- default: what ``requirements.txt`` installs.
+
+The tree has no ``.git``: the history plugin reads the mirror's log from the
+pinned commit back (``history_git_dir``, ``history_rev``), as ``ctx04 eval``
+does, so its cost is in the figures; the log is parsed once per process and
+kept in the index, as in any warm process. Each figure is a median over
+``--runs`` timed runs after one untimed warm-up; the ratios are against
+"before" in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from functools import partial
+
+import benchlib as bl
+
+from ctx04_core.pipeline import open_repo, retrieve
+from ctx04_core.plugins import plugin_manager
+from ctx04_core.settings import Settings
+
+PLUGIN_SETS = {
+    "before": ("pin", "members", "history"),
+    "default": ("pin",),
+}
+
+
+def measure(spec: bl.RepoSpec, args: argparse.Namespace) -> list[list[str]]:
+    tree = bl.materialise(spec, args.cache_dir, args.mirror_dir)
+    index_dir = args.cache_dir / "index" / spec.tag
+    repo, _ = open_repo(tree, plugin_manager(), Settings(), index_dir)
+    repo.index.close()
+    settings = Settings(
+        history_git_dir=str(bl.git_dir(spec, args.mirror_dir)), history_rev=spec.commit
+    )
+    per_set: dict[str, list[float]] = {name: [] for name in PLUGIN_SETS}
+    for task in spec.tasks:
+        line = []
+        for name, disabled in PLUGIN_SETS.items():
+            run = partial(retrieve, task.text, tree, settings=settings, disable=disabled,
+                          index_dir=index_dir)
+            stats = bl.sample(run, args.runs)
+            per_set[name].append(stats.median)
+            line.append(f"{name} {bl.seconds(stats.median)}")
+        print(f"  {task.id}: " + ", ".join(line), file=sys.stderr, flush=True)
+    base = statistics.median(per_set["before"])
+    return [
+        [name, bl.seconds(statistics.median(values)),
+         bl.ratio(statistics.median(values), base)]
+        for name, values in per_set.items()
+    ]
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    bl.add_common_args(parser, default_repos="django")
+    args = parser.parse_args(argv)
+    bl.print_header("ctx04 signals benchmark", ["bench_signals.py", *argv])
+    for spec in bl.chosen_specs(args):
+        rows = measure(spec, args)
+        print(f"### {spec.name} @ {spec.commit[:12]}: warm API retrieve, median over "
+              f"{len(spec.tasks)} tasks of per-task medians ({args.runs} runs each)\n")
+        print(bl.markdown_table(["plugins", "API", "ratio to before"], rows) + "\n", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+    print(f"At the end: {bl.load_line()}.")

@@ -1,0 +1,146 @@
+"""The history signal over real git repositories with real commits."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import GIT_ENV, make_git_repo, write_files
+from ctx04_history import read_log
+
+from ctx04_core.pipeline import retrieve
+from ctx04_core.settings import Settings
+from ctx04_core.types import Diagnostic
+
+FILES: dict[str, str | bytes] = {
+    "dates.py": "def parse(text):\n    return text.split('-')\n",
+    "render.py": "def show(value):\n    return str(value)\n",
+    "both.py": "def parse_and_show(text):\n    return show(parse(text))\n",
+}
+TASK = "parse of week dates: the ISO week number is lost when parsing"
+
+
+def commit(root: Path, files: dict[str, str | bytes], message: str) -> str:
+    write_files(root, files)
+    for args in (["add", "-A"], ["commit", "-q", "-m", message]):
+        subprocess.run(["git", *args], cwd=root, env=GIT_ENV, check=True)
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+@pytest.fixture
+def history(tmp_path: Path) -> tuple[Path, list[str]]:
+    """Four commits: the fixture, then one on dates, one on render, a later one on render."""
+    root = make_git_repo(tmp_path / "repo", FILES)
+    shas = [
+        commit(root, {"dates.py": FILES["dates.py"] + "# week\n"},
+               "Parse ISO week dates (week number kept)"),
+        commit(root, {"render.py": FILES["render.py"] + "# fast\n"},
+               "Render values faster"),
+        # Later than the base the benchmark gives below: it must stay invisible.
+        commit(root, {"render.py": FILES["render.py"] + "# week\n"},
+               "Fix parsing of ISO week number dates"),
+    ]
+    return root, shas
+
+
+def signal_values(result: object) -> dict[str, float]:
+    return {
+        r.candidate.span.path: dict(r.signals)["history"]
+        for r in result.candidates  # type: ignore[attr-defined]
+    }
+
+
+def test_commits_like_the_task_lift_the_files_they_changed(
+    history: tuple[Path, list[str]],
+) -> None:
+    root, _ = history
+    result = retrieve(TASK, root, disable=["pin"])
+    # Both commits about ISO weeks match, one file each; the fixture commit
+    # (all three files) matches nothing. Every task word is in its first
+    # sentence (x3). Four messages of 7, 3, 7 and 1 terms: avgdl 4.5; in a
+    # message of 7 a term found once scores 2.5 / (1 + 1.5 (0.25 + 0.75 * 7 / 4.5)).
+    once = 2.5 / (1 + 1.5 * (0.25 + 0.75 * 7 / 4.5))
+    twice = 2 * 2.5 / (2 + 1.5 * (0.25 + 0.75 * 7 / 4.5))
+    rare, shared = math.log(3.5 / 1.5 + 1), math.log(2)  # in one message, in two
+    # dates.py: parse, iso, week (twice), dates, number; render.py: parsing,
+    # iso, week, number, dates.
+    # Each file's votes are divided by the square root of the commits that
+    # changed it: dates.py two (the fixture, its fix), render.py three.
+    dates = (rare * once + 3 * shared * once + shared * twice) / math.sqrt(2)
+    render = (rare * once + 4 * shared * once) / math.sqrt(3)
+    values = signal_values(result)
+    assert values == {
+        "dates.py": 1.0, "render.py": pytest.approx(render / dates), "both.py": 0.0,
+    }
+
+
+def test_the_log_ends_at_the_given_revision(history: tuple[Path, list[str]]) -> None:
+    root, shas = history
+    git_dir = root / ".git"
+    settings = Settings(history_git_dir=str(git_dir), history_rev=shas[1])
+    log = read_log(root, settings)
+    assert log.trouble is None
+    assert [(c.message, c.files) for c in log.commits] == [
+        ("Render values faster", ("render.py",)),
+        ("Parse ISO week dates (week number kept)", ("dates.py",)),
+        ("fixture", ("both.py", "dates.py", "render.py")),
+    ]
+    # The later commit about ISO weeks changed render.py; at the base it is unseen.
+    result = retrieve(TASK, root, disable=["pin"], settings=settings)
+    values = signal_values(result)
+    assert values["dates.py"] == 1.0
+    assert values["render.py"] == 0.0
+
+
+def test_the_log_is_kept_in_the_index(history: tuple[Path, list[str]]) -> None:
+    root, shas = history
+    result = retrieve(TASK, root, disable=["pin"])
+    from ctx04_core.index import CodeIndex
+
+    index = CodeIndex.open(root)
+    try:
+        stored = index.derived(f"history:{root.resolve()}:{shas[-1]}:5000")
+    finally:
+        index.close()
+    assert stored is not None
+    assert '"Fix parsing of ISO week number dates"' in stored
+    assert result.recalled.get("history") is None  # nothing to report
+
+
+def test_no_git_is_a_diagnostic(tmp_path: Path) -> None:
+    root = tmp_path / "plain"
+    write_files(root, FILES)
+    result = retrieve(TASK, root, disable=["pin"])
+    assert Diagnostic(
+        "unavailable", "no history", detail="no git commit to read"
+    ) in result.diagnostics
+    assert set(signal_values(result).values()) == {0.0}
+
+
+def test_a_shallow_clone_is_a_diagnostic(
+    history: tuple[Path, list[str]], tmp_path: Path
+) -> None:
+    root, _ = history
+    shallow = tmp_path / "shallow"
+    subprocess.run(
+        ["git", "clone", "-q", "--depth", "1", f"file://{root}", str(shallow)],
+        env=GIT_ENV, check=True,
+    )
+    result = retrieve(TASK, shallow, disable=["pin"])
+    assert Diagnostic(
+        "unavailable", "shallow clone", detail="the history holds only 1 commits"
+    ) in result.diagnostics
+    assert signal_values(result)["render.py"] == 1.0
+
+
+def test_a_revision_that_looks_like_an_option_is_refused(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "r", FILES)
+    log = read_log(root, Settings(history_rev="--output=/tmp/x"))
+    assert log.commits == ()
+    assert log.trouble == Diagnostic(
+        "unavailable", "no history", detail="not a revision: --output=/tmp/x"
+    )
