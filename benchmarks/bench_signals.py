@@ -3,12 +3,13 @@
     .venv/bin/python benchmarks/bench_signals.py --repo django [--runs 5]
 
 Per repository (pinned tree, warm index as in ``bench_query.py``), for each
-of the 10 fixed tasks, the in-process API ``retrieve`` under two plugin
+of the 10 fixed tasks, the in-process API ``retrieve`` under three plugin
 sets, measured in the same process one after the other:
 
-- before: the stages of the session that started issue 11 (``members`` and
-  ``history`` disabled);
-- default: what ``requirements.txt`` installs.
+- before: the stages of the session that started issue 11 (``members``,
+  ``history`` and ``meaning`` disabled);
+- default: what ``requirements.txt`` installs (``meaning`` disabled);
+- + meaning: everything, with the optional ``meaning`` plugin.
 
 The tree has no ``.git``: the history plugin reads the mirror's log from the
 pinned commit back (``history_git_dir``, ``history_rev``), as ``ctx04 eval``
@@ -32,8 +33,9 @@ from ctx04_core.plugins import plugin_manager
 from ctx04_core.settings import Settings
 
 PLUGIN_SETS = {
-    "before": ("pin", "members", "history"),
-    "default": ("pin",),
+    "before": ("pin", "members", "history", "meaning"),
+    "default": ("pin", "meaning"),
+    "+ meaning": ("pin",),
 }
 
 

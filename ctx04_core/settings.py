@@ -47,6 +47,11 @@ class Settings:
     history_max_bytes: int = 16 * 1024 * 1024
     history_top_commits: int = 20
     history_weight: float = 0.3
+    # The meaning signal (the optional ``meaning`` plugin): which text
+    # encoder, and how much the closest candidate's score is multiplied by
+    # (1 + weight).
+    meaning_encoder: str = "wordllama"
+    meaning_weight: float = 2.0
     # Expansion after a first ranking: the members of the leading classes and
     # modules (the ``members`` plugin).
     members_ranks: int = 3

@@ -38,7 +38,7 @@ TASK = "the subquery template strips the first and last character of the SQL"
 
 
 # The other signal plugins reorder what this test counts on; members alone is under test.
-OTHER_SIGNALS = ["history"]
+OTHER_SIGNALS = ["meaning", "history"]
 
 
 def ranked(result: Retrieval) -> list[tuple[str | None, tuple[str, ...]]]:
