@@ -576,3 +576,23 @@ def test_two_processes_refreshing_at_once_both_succeed(tmp_path: Path) -> None:
         assert [n.qualname for n in index.lookup("f7")] == ["pkg.mod7.f7"]
     finally:
         index.close()
+
+
+def test_an_index_folder_that_cannot_be_written_is_one_clear_error(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "repo", {"a.py": "def f():\n    return 1\n"})
+    folder = tmp_path / "index"
+    # Root writes through mode 555, so the lock is made unopenable another way.
+    (folder / "index.sqlite3.lock").mkdir(parents=True)
+    with pytest.raises(IndexUnavailable) as caught:
+        CodeIndex.open(root, folder)
+    assert str(caught.value) == (
+        f"cannot write the index folder {folder}: Is a directory; "
+        "give a writable one with --index-dir"
+    )
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "ctx04"), "retrieve", "f returns 1", "--repo",
+         str(root), "--index-dir", str(folder)],
+        capture_output=True, text=True, check=False,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == f"ctx04: error: {caught.value}\n"

@@ -640,7 +640,14 @@ def _recover(path: Path, err: sqlite3.DatabaseError) -> tuple[sqlite3.Connection
 def _exclusive(path: Path, root: Path) -> Iterator[None]:
     """Hold the index's writer lock, waiting up to ``LOCK_TIMEOUT_S``."""
     lock_path = path.with_name(path.name + ".lock")
-    with open(lock_path, "a+b") as handle:
+    try:
+        handle = open(lock_path, "a+b")  # noqa: SIM115 - closed by the with below
+    except OSError as err:
+        raise IndexUnavailable(
+            f"cannot write the index folder {path.parent}: {err.strerror or err}; "
+            "give a writable one with --index-dir"
+        ) from err
+    with handle:
         deadline = time.monotonic() + LOCK_TIMEOUT_S
         while True:
             try:
