@@ -110,6 +110,10 @@ def retrieve(
     settings = settings or Settings()
     if not task.strip():
         raise TaskError("the task is empty: give the issue text, a --task-file or an --error-file")
+    task, notes = _bounded(task, "task", settings)
+    if latest_error is not None:
+        latest_error, cut = _bounded(latest_error, "error", settings)
+        notes += cut
     root = resolve_root(repo)
     pm = plugin_manager(disable=disable, only=only)
     if not pm.hook.assemble.get_hookimpls():
@@ -124,7 +128,7 @@ def retrieve(
             settings=settings,
             extensions=extensions_of(workspace.index.paths()),
         )
-        stages = run_stages(pm, query, workspace, settings)
+        stages = run_stages(pm, query, workspace, settings, notes=notes)
     finally:
         workspace.index.close()
     return Retrieval(
@@ -151,23 +155,34 @@ class StageResult:
 
 
 def run_stages(
-    pm: pluggy.PluginManager, query: Query, repo: Repo, settings: Settings
+    pm: pluggy.PluginManager,
+    query: Query,
+    repo: Repo,
+    settings: Settings,
+    notes: tuple[Diagnostic, ...] = (),
 ) -> StageResult:
-    """Recall, merge, rank by the fused signals, prune and assemble over an opened repository."""
+    """Recall, merge, rank by the fused signals, prune and assemble over an opened
+    repository; ``notes`` are diagnostics from before the stages (a cut task)."""
     hook: Any = pm.hook
     recalled: list[Candidate] = []
     counts: dict[str, int] = {}
-    diagnostics: list[Diagnostic] = []
+    diagnostics: list[Diagnostic] = list(notes)
+    unnameable: set[str] = set()
 
     def collect(results: list[Recall | None]) -> bool:
         """Add the results to what was recalled; True when they proposed anything."""
         proposed = False
         for result in results:
             if result is not None:
-                proposed = proposed or bool(result.candidates)
-                recalled.extend(result.candidates)
+                usable = [c for c in result.candidates if _nameable(c.span.path)]
+                proposed = proposed or bool(usable)
+                recalled.extend(usable)
                 diagnostics.extend(result.diagnostics)
-                counts[result.source] = counts.get(result.source, 0) + len(result.candidates)
+                for path in dict.fromkeys(c.span.path for c in result.candidates):
+                    if not _nameable(path) and path not in unnameable:
+                        unnameable.add(path)
+                        diagnostics.append(_unnameable(path))
+                counts[result.source] = counts.get(result.source, 0) + len(usable)
         return proposed
 
     collect(hook.recall(query=query, repo=repo, settings=settings))
@@ -189,6 +204,37 @@ def run_stages(
             f"assemble plugin broke the token cap: {context.tokens} > {settings.budget_tokens}"
         )
     return StageResult(context, tuple(ranked), context.diagnostics, dict(sorted(counts.items())))
+
+
+def _bounded(text: str, what: str, settings: Settings) -> tuple[str, tuple[Diagnostic, ...]]:
+    """``text`` cut to ``settings.max_task_chars``, and the omission when it was cut.
+
+    Every stage scores the task's terms against every candidate, so a task of
+    megabytes (a pasted log) would cost minutes; its head says what it is about.
+    """
+    if len(text) <= settings.max_task_chars:
+        return text, ()
+    cut = Diagnostic(
+        "omitted", "task text budget",
+        detail=f"the {what} text's {len(text)} characters were cut to the first "
+        f"{settings.max_task_chars}",
+    )
+    return text[: settings.max_task_chars], (cut,)
+
+
+def _nameable(path: str) -> bool:
+    """True for a path that is valid UTF-8: one the index can hold and a model can be told."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _unnameable(path: str) -> Diagnostic:
+    """The refusal of a file whose name is not UTF-8, its bytes shown as escapes."""
+    shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return Diagnostic("excluded", "file name is not valid UTF-8", shown)
 
 
 def _ranked(

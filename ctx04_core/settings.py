@@ -12,7 +12,10 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Settings:
-    # §3.1 query construction
+    # §3.1 query construction. A task or error text longer than
+    # max_task_chars is cut (and the cut reported): every stage scores its
+    # terms against every candidate, and a 5 MB paste took 50 s.
+    max_task_chars: int = 64 * 1024
     max_identifiers: int = 32
     # Measured on the dev split (docs/benchmarks.md): a one-letter or stopword
     # "identifier" names some definition in any large repository and adds noise.

@@ -309,6 +309,23 @@ def test_invalid_utf8_is_excluded(tmp_path: Path) -> None:
     )
 
 
+def test_a_file_name_that_is_not_utf8_is_excluded_not_a_traceback(tmp_path: Path) -> None:
+    # The index cannot hold such a name and a model cannot be told it, but
+    # ripgrep finds the identifier in it: a coverage line, not a crash.
+    bad = b"bad\xffname.py".decode("utf-8", "surrogateescape")
+    body = "def leak_token_bytes():\n    return leak_token()\n"
+    root = make_git_repo(tmp_path / "repo", {"app.py": APP, bad: body})
+    result = retrieve("leak_token_bytes returns the wrong value", root)
+    assert "bad" not in " ".join(references(result))
+    assert result.diagnostics == (
+        Diagnostic("excluded", "file name is not valid UTF-8", "bad\\xffname.py"),
+    )
+    assert result.context.text.endswith(
+        "Coverage: excluded 1 (bad\\xffname.py: file name is not valid UTF-8); "
+        "recall is not exhaustive.\n"
+    )
+
+
 def test_a_one_megabyte_line_is_cut_to_160_bytes(tmp_path: Path) -> None:
     # 'é' is two bytes and the prefix before it is odd, so 160 bytes falls
     # inside a character: the cut must stop one byte short, at the boundary.
@@ -500,3 +517,20 @@ def test_a_prompt_injection_in_a_comment_changes_nothing(
     assert text.index(comment) > len(HEADER)
     (holder,) = [e for e in after.context.entries if e.included and comment in e.evidence.text]
     assert holder.excerpt.ranked.candidate.qualname == "settings.load_settings"
+
+
+def test_a_huge_task_is_cut_to_its_budget_and_the_cut_reported(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "repo", {"app.py": APP})
+    # The identifier sits past the budget: cut away, it is not searched.
+    task = "leak_token is wrong. " + "filler " * 40 + "parse_secret"
+    settings = Settings(max_task_chars=100)
+    result = retrieve(task, root, settings=settings, latest_error="E" * 150)
+    assert result.query.task_text == task[:100]
+    assert "parse_secret" not in result.query.identifiers + result.query.unresolved
+    assert result.diagnostics[:2] == (
+        Diagnostic("omitted", "task text budget",
+                   detail=f"the task text's {len(task)} characters were cut to the first 100"),
+        Diagnostic("omitted", "task text budget",
+                   detail="the error text's 150 characters were cut to the first 100"),
+    )
+    assert Settings().max_task_chars == 64 * 1024
