@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -596,3 +597,30 @@ def test_an_index_folder_that_cannot_be_written_is_one_clear_error(tmp_path: Pat
     )
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == f"ctx04: error: {caught.value}\n"
+
+
+@pytest.mark.parametrize("settled", [False, True], ids=["racy", "settled"])
+def test_a_same_size_edit_with_the_old_mtime_restored_is_parsed_again(
+    repo: Path, index: CodeIndex, pm: pluggy.PluginManager, recorder: Recorder, settled: bool
+) -> None:
+    target = repo / "pkg/util.py"
+    if settled:
+        # Older than the racy window when first read: only the stat decides,
+        # and the ctime (which no one can set back) tells the edit apart.
+        time.sleep(store_module.RACY_NS / 1e9 + 0.1)
+    refresh(index, pm)
+    recorder.seen.clear()
+    before = target.stat()
+    text = target.read_text()
+    edited = text.replace("slugify", "slugifx")
+    assert len(edited) == len(text) != 0 and edited != text
+    target.write_text(edited)
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))  # touch -r
+    after = target.stat()
+    assert (after.st_size, after.st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+
+    stats = refresh(index, pm)
+
+    assert (stats.parsed, recorder.seen) == (1, ["pkg/util.py"])
+    assert [n.qualname for n in index.lookup("slugifx")] == ["pkg.util.slugifx"]
+    assert index.lookup("slugify") == []

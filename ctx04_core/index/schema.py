@@ -13,7 +13,7 @@ from pathlib import Path
 
 # Bump when the layout changes or the built-in parser extracts something new:
 # every index built before is then rebuilt from scratch.
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 
 # api_index is the spec §4 table; code_fts holds each node's own code (its
 # span less nested definitions), tokenized alike; api_fts holds each row's description
@@ -28,7 +28,7 @@ CREATE TABLE files(
     path TEXT NOT NULL UNIQUE,
     key TEXT NOT NULL,
     size INTEGER NOT NULL,
-    mtime_ns INTEGER NOT NULL,
+    stat TEXT NOT NULL,
     language TEXT NOT NULL,
     status TEXT NOT NULL,
     message TEXT NOT NULL,

@@ -77,7 +77,7 @@ class _Stored:
     id: int
     key: str
     size: int
-    mtime_ns: int
+    stat: str  # _stat_key of the file when it was last read; "" forces a re-read
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ class CodeIndex:
         conn = self._conn
         stored = {
             row[0]: _Stored(*row[1:])
-            for row in conn.execute("SELECT path, id, key, size, mtime_ns FROM files")
+            for row in conn.execute("SELECT path, id, key, size, stat FROM files")
         }
         # What a file's row says depends on the parsers too: when they change
         # (a parser disabled for an ablation, then enabled again), no stored
@@ -233,17 +233,14 @@ class CodeIndex:
         try:
             st = os.stat(self.root / rel)
         except OSError as err:
-            writer.record(rel, previous, 0, 0, _Outcome("", "unreadable", _reason(err)))
+            writer.record(rel, previous, 0, "", _Outcome("", "unreadable", _reason(err)))
             return True
         known = previous if trusted else None
         too_large = st.st_size > settings.max_file_bytes
+        stat = _stat_key(st)
         # A row without a key was never read (too large, unreadable); with a
         # new size limit, the same stat can deserve a different row.
-        if (
-            known
-            and (known.size, known.mtime_ns) == (st.st_size, st.st_mtime_ns)
-            and (known.key == "") == too_large
-        ):
+        if known and known.stat and known.stat == stat and (known.key == "") == too_large:
             return False
         if too_large:
             message = f"{st.st_size} bytes, over the {settings.max_file_bytes} limit"
@@ -256,10 +253,13 @@ class CodeIndex:
             else:
                 key = hashlib.sha256(data + rel.encode("utf-8")).hexdigest()
                 if known and key == known.key:
-                    writer.touch(known.id, st.st_size, st.st_mtime_ns)
+                    writer.touch(known.id, st.st_size, _settled(stat, st))
                     return False
                 outcome = _parse(rel, data, key, pm)
-        writer.record(rel, previous, st.st_size, st.st_mtime_ns, outcome)
+        # Only a file whose bytes were read can be racy: a row for one never
+        # read (too large, unreadable) keeps its stat.
+        writer.record(rel, previous, st.st_size, _settled(stat, st) if outcome.key else stat,
+                      outcome)
         return True
 
     def names(self) -> frozenset[str]:
@@ -465,18 +465,18 @@ class _Writer:
         ).fetchone()
         self.cleared: list[tuple[int]] = []
         self.deleted: list[tuple[int]] = []
-        self.touched: list[tuple[int, int, int]] = []
+        self.touched: list[tuple[int, str, int]] = []
         self.files: list[tuple[Any, ...]] = []
         self.nodes: list[tuple[Any, ...]] = []
         self.edges: list[tuple[int, str, str, str, int]] = []
         self.fts: list[tuple[int, str]] = []
         self.code: list[tuple[int, str]] = []
 
-    def touch(self, file_id: int, size: int, mtime_ns: int) -> None:
-        self.touched.append((size, mtime_ns, file_id))
+    def touch(self, file_id: int, size: int, stat: str) -> None:
+        self.touched.append((size, stat, file_id))
 
     def record(
-        self, path: str, previous: _Stored | None, size: int, mtime_ns: int, outcome: _Outcome
+        self, path: str, previous: _Stored | None, size: int, stat: str, outcome: _Outcome
     ) -> None:
         if previous is None:
             file_id = self.next_file
@@ -488,7 +488,7 @@ class _Writer:
         statements = json.dumps(parsed.multiline_statements if parsed else [])
         language = parsed.language if parsed else ""
         self.files.append(
-            (file_id, path, outcome.key, size, mtime_ns, language, outcome.status,
+            (file_id, path, outcome.key, size, stat, language, outcome.status,
              outcome.message, statements)
         )
         if parsed is not None:
@@ -535,7 +535,7 @@ class _Writer:
         conn.executemany(f"DELETE FROM code_fts WHERE rowid IN ({nodes_of})", self.cleared)
         conn.executemany("DELETE FROM nodes WHERE file_id = ?", self.cleared)
         conn.executemany("DELETE FROM files WHERE id = ?", self.deleted)
-        conn.executemany("UPDATE files SET size = ?, mtime_ns = ? WHERE id = ?", self.touched)
+        conn.executemany("UPDATE files SET size = ?, stat = ? WHERE id = ?", self.touched)
         conn.executemany(
             "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", self.files
         )
@@ -598,6 +598,27 @@ def _fingerprint(pm: pluggy.PluginManager) -> str:
         )
         parsers.append(f"{name}=={versions.get(id(plugin), '')}")
     return json.dumps(sorted(parsers))
+
+
+# A file changed within this long of being read may change again without
+# its stat showing it (a coarse clock, an edit in the same tick): git calls
+# it "racily clean". Its row keeps no stat, so the next refresh hashes it.
+RACY_NS = 2_000_000_000
+
+
+def _stat_key(st: os.stat_result) -> str:
+    """What must stay equal for a file to be taken as unchanged without reading it.
+
+    As git does: size, mtime, ctime and inode. ``touch -r`` restores an
+    mtime but not the ctime, which only the kernel sets; an editor that
+    replaces the file changes the inode.
+    """
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
+
+
+def _settled(stat: str, st: os.stat_result) -> str:
+    """The stat to keep for a file just read: none while it is racily clean."""
+    return "" if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS else stat
 
 
 def _is_utf8(path: str) -> bool:
