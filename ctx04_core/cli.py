@@ -10,6 +10,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, NoReturn
@@ -263,14 +264,23 @@ def index(
     repo: RepoOption = Path("."),
     index_dir: IndexDirOption = None,
     disable: DisableOption = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Also run SQLite's integrity check over the whole index; a damaged "
+            "index is moved aside and rebuilt.",
+        ),
+    ] = False,
 ) -> None:
     """Build or refresh the code index of a repository.
 
     Only files whose bytes changed since the last run are parsed again. The
     index lives in the per-user cache folder (see --index-dir); `ctx04
-    retrieve` refreshes it by itself, so this command is for warming it up
-    and for seeing what was indexed.
+    retrieve` refreshes it by itself, so this command is for warming it up,
+    for seeing what was indexed and, with --check, for repairing it.
     """
+    from ctx04_core.index import CodeIndex
     from ctx04_core.pipeline import open_repo
     from ctx04_core.plugins import plugin_manager
     from ctx04_core.repository import resolve_root
@@ -278,10 +288,17 @@ def index(
 
     with bad_input_exits_2(), indexing_progress() as progress:
         root = resolve_root(repo)
-        opened, stats = open_repo(
-            root, plugin_manager(disable=disable or ()), Settings(), index_dir, progress
-        )
-    opened.index.close()
+        pm = plugin_manager(disable=disable or ())
+        opened, stats = open_repo(root, pm, Settings(), index_dir, progress)
+        problem = opened.index.check() if check else None
+        opened.index.close()
+        if problem is not None:
+            note = CodeIndex.discard(root, index_dir, ValueError(problem))
+            opened, stats = open_repo(root, pm, Settings(), index_dir, progress)
+            opened.index.close()
+            stats = replace(stats, recovered=note)
+    if check and problem is None:
+        Console().print("integrity check: ok")
     console = Console()
     if stats.recovered:
         console.print(f"[yellow]{escape(stats.recovered)}[/]")

@@ -3,15 +3,17 @@ prune, assemble."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pluggy
 
 from ctx04_core.index import CodeIndex, RefreshStats
+from ctx04_core.index.schema import is_corruption
 from ctx04_core.plugins import PluginError, enabled_plugins, plugin_manager
 from ctx04_core.repository import Repo, git_base, resolve_root
 from ctx04_core.settings import Settings
@@ -118,19 +120,32 @@ def retrieve(
     pm = plugin_manager(disable=disable, only=only)
     if not pm.hook.assemble.get_hookimpls():
         raise PluginError("no enabled plugin implements 'assemble'; the slice cannot be built")
-    workspace, stats = open_repo(root, pm, settings, index_dir, progress)
+
+    def attempt() -> tuple[Repo, RefreshStats, Query, StageResult]:
+        workspace, stats = open_repo(root, pm, settings, index_dir, progress)
+        try:
+            query = build_query(
+                task,
+                latest_error=latest_error,
+                repro_target=test,
+                names=workspace.index.names(),
+                settings=settings,
+                extensions=extensions_of(workspace.index.paths()),
+            )
+            return workspace, stats, query, run_stages(pm, query, workspace, settings, notes)
+        finally:
+            workspace.index.close()
+
     try:
-        query = build_query(
-            task,
-            latest_error=latest_error,
-            repro_target=test,
-            names=workspace.index.names(),
-            settings=settings,
-            extensions=extensions_of(workspace.index.paths()),
-        )
-        stages = run_stages(pm, query, workspace, settings, notes=notes)
-    finally:
-        workspace.index.close()
+        workspace, stats, query, stages = attempt()
+    except sqlite3.DatabaseError as err:
+        # Damage past what opening checks (a page a query reads): the index
+        # is a cache, so it is moved aside and rebuilt, once.
+        if not is_corruption(err):
+            raise
+        note = CodeIndex.discard(root, index_dir, err)
+        workspace, stats, query, stages = attempt()
+        stats = replace(stats, recovered=note)
     return Retrieval(
         root=root,
         base=workspace.base,

@@ -111,13 +111,36 @@ class CodeIndex:
         self._file_nodes: dict[str, tuple[Node, ...]] = {}
         self._vocabulary: int | None = None  # node count, once the vocabulary view exists
 
-    @classmethod
-    def open(cls, root: Path, index_dir: Path | None = None) -> CodeIndex:
+    @staticmethod
+    def location(root: Path, index_dir: Path | None = None) -> Path:
+        """The index file of the repository at ``root``."""
         root = root.resolve()
         if index_dir is None:
             digest = hashlib.sha256(str(root).encode("utf-8")).hexdigest()[:16]
             index_dir = platformdirs.user_cache_path("ctx04") / f"{digest}-{root.name}"
-        path = index_dir / DB_NAME
+        return index_dir / DB_NAME
+
+    @classmethod
+    def discard(cls, root: Path, index_dir: Path | None, err: Exception) -> str:
+        """Move a damaged index aside, so the next open builds a new one; says what was done."""
+        path = cls.location(root, index_dir)
+        with _exclusive(path, root.resolve()):
+            return _moved_aside(path, err)
+
+    def check(self) -> str | None:
+        """SQLite's integrity check: None when the index is sound, else its first complaint."""
+        try:
+            rows = self._conn.execute("PRAGMA integrity_check").fetchall()
+        except sqlite3.DatabaseError as err:
+            return str(err)
+        first = str(rows[0][0]) if rows else "no answer"
+        return None if first == "ok" else first
+
+    @classmethod
+    def open(cls, root: Path, index_dir: Path | None = None) -> CodeIndex:
+        root = root.resolve()
+        path = cls.location(root, index_dir)
+        index_dir = path.parent
         try:
             index_dir.mkdir(parents=True, exist_ok=True)
         except OSError as err:
@@ -652,9 +675,13 @@ def _connect_or_recover(path: Path) -> tuple[sqlite3.Connection, str | None]:
 
 
 def _recover(path: Path, err: sqlite3.DatabaseError) -> tuple[sqlite3.Connection, str]:
-    aside = schema.move_aside(path)
-    note = f"the index was unreadable ({err}); moved it to {aside.name} and rebuilt it"
+    note = _moved_aside(path, err)
     return schema.connect(path), note
+
+
+def _moved_aside(path: Path, err: Exception) -> str:
+    aside = schema.move_aside(path)
+    return f"the index was unreadable ({err}); moved it to {aside.name} and rebuilt it"
 
 
 @contextmanager
