@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import closing
@@ -534,6 +535,38 @@ def test_a_held_lock_times_out_with_a_clear_message(
         )
         assert refresh(index, pm).parsed == 4
     finally:
+        index.close()
+
+
+def test_a_waiter_outlasts_the_timeout_while_the_holder_makes_progress(
+    repo: Path, tmp_path: Path, pm: pluggy.PluginManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = CodeIndex.open(repo, tmp_path / "index")
+    monkeypatch.setattr(store_module, "LOCK_TIMEOUT_S", 0.3)
+    lock = index.path.with_name("index.sqlite3.lock")
+    released = threading.Event()
+    holding = threading.Event()
+
+    def busy_builder() -> None:
+        # Holds the lock for ten timeouts, beating like a builder between batches.
+        with open(lock, "a+b") as other:
+            fcntl.flock(other, fcntl.LOCK_EX)
+            holding.set()
+            for _ in range(30):
+                time.sleep(0.1)
+                lock.touch()
+            released.set()
+            fcntl.flock(other, fcntl.LOCK_UN)
+
+    builder = threading.Thread(target=busy_builder)
+    builder.start()
+    try:
+        holding.wait()
+        stats = refresh(index, pm)
+        assert released.is_set()  # it waited for the busy holder instead of failing
+        assert stats.parsed == 4
+    finally:
+        builder.join()
         index.close()
 
 

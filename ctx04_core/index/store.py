@@ -227,6 +227,8 @@ class CodeIndex:
                     unchanged += 1
                 if done % BATCH_FILES == 0:
                     writer.flush()
+                    # A heartbeat for processes waiting on the lock: still busy.
+                    _lock_path(self.path).touch()
                 if progress is not None:
                     progress(done, len(paths))
             listed = set(paths)
@@ -629,6 +631,24 @@ def _fingerprint(pm: pluggy.PluginManager) -> str:
 RACY_NS = 2_000_000_000
 
 
+def _lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+def _progress_mark(path: Path) -> tuple[tuple[int, int], ...]:
+    """Size and mtime of the index, its WAL and the lock file (touched after each
+    batch of files): they change while a builder makes progress."""
+    marks = []
+    for where in (path, path.with_name(path.name + "-wal"), _lock_path(path)):
+        try:
+            st = os.stat(where)
+        except OSError:
+            marks.append((-1, -1))
+        else:
+            marks.append((st.st_size, st.st_mtime_ns))
+    return tuple(marks)
+
+
 def _stat_key(st: os.stat_result) -> str:
     """What must stay equal for a file to be taken as unchanged without reading it.
 
@@ -686,8 +706,13 @@ def _moved_aside(path: Path, err: Exception) -> str:
 
 @contextmanager
 def _exclusive(path: Path, root: Path) -> Iterator[None]:
-    """Hold the index's writer lock, waiting up to ``LOCK_TIMEOUT_S``."""
-    lock_path = path.with_name(path.name + ".lock")
+    """Hold the index's writer lock, waiting while its holder makes progress.
+
+    A cold build of a large repository holds the lock for minutes; a waiter
+    gives up only after ``LOCK_TIMEOUT_S`` in which the index and its WAL did
+    not change, i.e. when the holder is stuck, not when it is busy.
+    """
+    lock_path = _lock_path(path)
     try:
         handle = open(lock_path, "a+b")  # noqa: SIM115 - closed by the with below
     except OSError as err:
@@ -697,12 +722,16 @@ def _exclusive(path: Path, root: Path) -> Iterator[None]:
         ) from err
     with handle:
         deadline = time.monotonic() + LOCK_TIMEOUT_S
+        seen = _progress_mark(path)
         while True:
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
-                if time.monotonic() >= deadline:
+                mark = _progress_mark(path)
+                if mark != seen:
+                    seen, deadline = mark, time.monotonic() + LOCK_TIMEOUT_S
+                elif time.monotonic() >= deadline:
                     raise IndexUnavailable(
                         f"another ctx04 process is indexing {root}; try again when it finishes"
                     ) from None
