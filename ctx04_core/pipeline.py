@@ -79,7 +79,7 @@ def open_repo(
 
 # Index statuses of files no stage may read; a syntax error or a language
 # without a parser still leaves a file searchable and shown as lines.
-UNUSABLE = frozenset({"too_large", "binary", "not_utf8", "unreadable"})
+UNUSABLE = frozenset({"too_large", "binary", "not_utf8", "unreadable", "refused"})
 
 
 def unusable_reason(status: str, message: str, settings: Settings) -> str:
@@ -88,6 +88,7 @@ def unusable_reason(status: str, message: str, settings: Settings) -> str:
         "too_large": f"larger than {settings.max_file_bytes} bytes",
         "binary": "binary (contains a NUL byte)",
         "not_utf8": "not valid UTF-8",
+        "refused": message,
     }.get(status, f"unreadable: {message}")
 
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import errno
+import fnmatch
+import functools
+import os
+import re
 import shutil
+import stat
 import sys
 from pathlib import Path
 
@@ -84,3 +90,90 @@ def list_files(
         raise SearchUnavailable(f"rg --files failed: {done.first_error_line()}")
     names = done.stdout.decode("utf-8", "surrogateescape").split("\0")
     return [name.removeprefix("./") for name in names if name]
+
+
+def refused_sources(
+    root: Path, globs: tuple[str, ...], exclude_globs: tuple[str, ...]
+) -> dict[str, str]:
+    """Source-named entries :func:`list_files` passes over in silence, by reason.
+
+    rg skips symbolic links and special files. A walk that never follows a
+    link finds what a user would otherwise miss: a link that resolves
+    outside the root (a folder link is named once, at the link), a link
+    loop, and a FIFO, device or socket named like a source file. Nothing is
+    opened: links are resolved by name. A link inside the root names a file
+    that is listed in its own right. Hidden and excluded folders are not
+    walked, as rg does not search them.
+    """
+    if not globs:
+        return {}
+    top = root.resolve()
+    refused: dict[str, str] = {}
+    folders = [""]
+    while folders:
+        prefix = folders.pop()
+        try:
+            entries = list(os.scandir(top / prefix))
+        except OSError:
+            continue  # unreadable: rg reports it when it searches
+        for entry in entries:
+            rel = prefix + entry.name
+            if entry.name.startswith("."):
+                continue
+            # The directory entry's type needs no system call: only links and
+            # special files (rare) are looked at more closely.
+            if entry.is_dir(follow_symlinks=False):
+                if not _excluded(rel + "/", exclude_globs):
+                    folders.append(rel + "/")
+                continue
+            if entry.is_file(follow_symlinks=False) or _excluded(rel, exclude_globs):
+                continue
+            try:
+                why = _refusal(top / rel, top, source_named=_matches(entry.name, globs))
+            except OSError:
+                continue  # gone since the folder was listed
+            if why is not None:
+                refused[rel] = why
+    return dict(sorted(refused.items()))
+
+
+def _refusal(path: Path, top: Path, source_named: bool) -> str | None:
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = Path(os.path.realpath(path, strict=True))
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                return "a symbolic link loop"
+            return None  # a dangling link names nothing to read
+        if target.is_relative_to(top):
+            return None
+        # A folder link is worth naming whatever it is called; a file link
+        # only when it is named like a source file.
+        return "outside the repository (a symbolic link)" if (
+            source_named or stat.S_ISDIR(os.stat(target).st_mode)
+        ) else None
+    if source_named and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+        return "not a regular file"
+    return None
+
+
+def _matches(name: str, globs: tuple[str, ...]) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in globs)
+
+
+def _excluded(rel: str, exclude_globs: tuple[str, ...]) -> bool:
+    """True when an exclusion glob (``**/vendor/**``, ``build/**``) covers ``rel``."""
+    return bool(_exclusion_pattern(exclude_globs).match(rel))
+
+
+@functools.cache
+def _exclusion_pattern(exclude_globs: tuple[str, ...]) -> re.Pattern[str]:
+    """One regex for every glob, as rg reads them: ``**/x/**`` at any depth,
+    ``build/**`` at the top only, ``*.min.js`` on the name at any depth."""
+    alternatives = []
+    for pattern in exclude_globs:
+        alternatives.append(fnmatch.translate(pattern))
+        if pattern.startswith("**/"):
+            alternatives.append(fnmatch.translate(pattern.removeprefix("**/")))
+    return re.compile("|".join(f"(?:{a})" for a in alternatives))

@@ -124,13 +124,18 @@ def test_a_symlink_to_a_file_outside_is_never_read(tmp_path: Path, outside: Path
         refused, diagnostics = source_refusal(root, "link.py")
     assert_nothing_opened_under(opened, outside)
     # rg does not follow the link, so recall never offers it: the slice shows
-    # only the repository's own file and reports nothing about the link.
+    # only the repository's own file, and the coverage names the link.
     assert references(result) == ["app.py"]
     assert "hunter2" not in result.context.text
-    assert result.diagnostics == ()
-    # Asked directly, the one door to file contents refuses it.
+    assert result.diagnostics == (
+        Diagnostic("excluded", "outside the repository (a symbolic link)", "link.py"),
+    )
+    # Asked directly, the one door to file contents refuses it, for the
+    # reason the index gave.
     assert refused is None
-    assert diagnostics == (Diagnostic("excluded", "outside the repository", "link.py"),)
+    assert diagnostics == (
+        Diagnostic("excluded", "outside the repository (a symbolic link)", "link.py"),
+    )
 
 
 def test_a_symlink_to_a_folder_outside_is_never_read(tmp_path: Path, outside: Path) -> None:
@@ -148,11 +153,14 @@ def test_a_symlink_to_a_folder_outside_is_never_read(tmp_path: Path, outside: Pa
     assert_nothing_opened_under(opened, outside)
     assert references(result) == ["app.py"]
     assert result.query.file_paths == ("vendored/secret.py",)
-    assert result.diagnostics == ()
+    # The folder link is named once, never walked.
+    assert result.diagnostics == (
+        Diagnostic("excluded", "outside the repository (a symbolic link)", "vendored"),
+    )
     assert (through_link, the_link) == (None, None)
     assert diagnostics == (
+        Diagnostic("excluded", "outside the repository (a symbolic link)", "vendored"),
         Diagnostic("excluded", "outside the repository", "vendored/secret.py"),
-        Diagnostic("excluded", "outside the repository", "vendored"),
     )
 
 
@@ -199,9 +207,25 @@ def test_a_fifo_named_like_a_source_file_does_not_hang(tmp_path: Path) -> None:
     worker.join(timeout=60)
     assert not worker.is_alive(), "the retrieval blocked on the FIFO"
     assert references(results[0]) == ["app.py"]
-    assert results[0].diagnostics == ()
+    assert results[0].diagnostics == (Diagnostic("excluded", "not a regular file", "pipe.py"),)
     assert source_refusal(root, "pipe.py") == (
         None, (Diagnostic("excluded", "not a regular file", "pipe.py"),),
+    )
+
+
+def test_a_symlink_loop_is_named_in_the_coverage(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "repo", {"app.py": APP})
+    os.symlink("loop_b.py", root / "loop_a.py")
+    os.symlink("loop_a.py", root / "loop_b.py")
+    os.symlink("app.py", root / "alias.py")  # inside: app.py is indexed in its own right
+    # Excluded folders are not walked, as rg does not search them.
+    (root / "lib" / "vendor").mkdir(parents=True)
+    os.symlink("self.py", root / "lib" / "vendor" / "self.py")
+    result = retrieve(TASK, root)
+    assert references(result) == ["app.py"]
+    assert result.diagnostics == (
+        Diagnostic("excluded", "a symbolic link loop", "loop_a.py"),
+        Diagnostic("excluded", "a symbolic link loop", "loop_b.py"),
     )
 
 

@@ -165,21 +165,23 @@ class CodeIndex:
             listed = ripgrep.list_files(
                 self.root, globs, settings.exclude_globs, settings.search_timeout_s
             )
+            refused = ripgrep.refused_sources(self.root, globs, settings.exclude_globs)
         except ripgrep.SearchUnavailable as err:
             raise IndexUnavailable(str(err)) from err
         # A file name that is not UTF-8 cannot be stored, nor named to a model.
         paths = [rel for rel in listed if _is_utf8(rel)]
+        refused = {rel: why for rel, why in refused.items() if _is_utf8(rel)}
         self._names = self._paths = None
         self._file_nodes.clear()
         with _exclusive(self.path, self.root):
             try:
-                counts = self._refresh(pm, paths, settings, progress)
+                counts = self._refresh(pm, paths, refused, settings, progress)
             except sqlite3.DatabaseError as err:
                 if not schema.is_corruption(err):
                     raise IndexUnavailable(f"cannot write the index {self.path}: {err}") from err
                 self._conn.close()
                 self._conn, self.recovered = _recover(self.path, err)
-                counts = self._refresh(pm, paths, settings, progress)
+                counts = self._refresh(pm, paths, refused, settings, progress)
         nodes, edges = self._conn.execute(
             "SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM edges)"
         ).fetchone()
@@ -201,6 +203,7 @@ class CodeIndex:
         self,
         pm: pluggy.PluginManager,
         paths: list[str],
+        refused: dict[str, str],
         settings: Settings,
         progress: Callable[[int, int], None] | None,
     ) -> tuple[int, int, int]:
@@ -231,7 +234,11 @@ class CodeIndex:
                     _lock_path(self.path).touch()
                 if progress is not None:
                     progress(done, len(paths))
-            listed = set(paths)
+            # Entries the listing passed over (a link out of the root, a link
+            # loop) are recorded, never opened, so coverage can name them.
+            for rel, reason in refused.items():
+                writer.record(rel, stored.get(rel), 0, "", _Outcome("", "refused", reason))
+            listed = set(paths) | refused.keys()
             gone = [s.id for p, s in stored.items() if p not in listed]
             writer.delete_files(gone)
             writer.flush()
