@@ -136,6 +136,24 @@ def test_eval_gives_each_tree_its_history_up_to_the_base(runs: Runs) -> None:
     }
 
 
+TIMINGS = ("seconds", "index_seconds", "tree_seconds")
+
+
+def test_eval_with_jobs_equals_the_serial_run(runs: Runs) -> None:
+    common = ("--dataset", runs.bench.dataset, "--repos", runs.bench.repos,
+              "--cache-dir", runs.tmp / "trees")
+    done = ctx04(runs.env, "eval", *common, "--jobs", "2", "--out", runs.tmp / "jobs.jsonl")
+    assert done.returncode == 0, done.stderr
+
+    def untimed(path: Path) -> list[dict[str, Any]]:
+        return [{k: v for k, v in r.items() if k not in TIMINGS} for r in records(path)]
+
+    assert untimed(runs.tmp / "jobs.jsonl") == untimed(runs.tmp / "ctx04.jsonl")
+    assert [r["instance_id"] for r in records(runs.tmp / "jobs.jsonl")] == [
+        "acme__calc-1", "acme__calc-2",
+    ]
+
+
 def test_eval_bm25(runs: Runs) -> None:
     assert runs.bm25.returncode == 0, runs.bm25.stderr
     first, second = records(runs.tmp / "bm25.jsonl")

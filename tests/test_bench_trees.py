@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -58,7 +59,7 @@ def test_tree_equals_the_commit(repo: tuple[Path, str], tmp_path: Path) -> None:
         "commit": commit, "git_dir": str(root / ".git"), "files": 5, "symlinks": 1,
         "missing": [], "submodules": ["vendor/sub"], "refused": [],
     }
-    assert not dest.with_name(dest.name + ".tmp").exists()
+    assert list(dest.parent.glob(dest.name + ".tmp*")) == []
 
 
 def test_missing_blob_is_skipped_and_recorded(repo: tuple[Path, str], tmp_path: Path) -> None:
@@ -81,10 +82,17 @@ def test_a_cached_tree_is_reused_and_a_half_tree_replaced(
 ) -> None:
     root, commit = repo
     dest = tmp_path / "cache" / commit
-    leftover = dest.with_name(dest.name + ".tmp")
-    write_files(leftover, {"stale.py": "x = 1\n"})  # what an interrupted run left
+    # What an interrupted run left: the copy of a process that is gone, and
+    # one that a live worker (here, this process's parent) is still writing.
+    child = subprocess.Popen(["true"])
+    child.wait()  # reaped: its pid names no process now
+    leftover = dest.with_name(f"{dest.name}.tmp-{child.pid}")
+    busy = dest.with_name(f"{dest.name}.tmp-{os.getppid()}")
+    write_files(leftover, {"stale.py": "x = 1\n"})
+    write_files(busy, {"half.py": "x = 1\n"})
     first = materialise(root / ".git", commit, dest)
     assert not first.reused and not leftover.exists() and not (dest / "stale.py").exists()
+    assert (busy / "half.py").exists()
     (dest / "marker").write_text("kept")
     second = materialise(root / ".git", commit, dest)
     assert second.reused and (dest / "marker").read_text() == "kept"

@@ -60,6 +60,14 @@ SetOption = Annotated[
         "see ctx04_core/settings.py.",
     ),
 ]
+JobsOption = Annotated[
+    int,
+    typer.Option(
+        "--jobs", "-j", min=1,
+        help="Evaluate this many instances at once, each in its own process (about one per "
+        "core); the records are the same as a serial run's, in dataset order.",
+    ),
+]
 CacheDirOption = Annotated[
     Path | None,
     typer.Option("--cache-dir", help="Where materialised base commits are kept "
@@ -97,6 +105,7 @@ def eval_command(
     budget: BudgetOption = None,
     assignments: SetOption = None,
     cache_dir: CacheDirOption = None,
+    jobs: JobsOption = 1,
     out: Annotated[
         Path | None, typer.Option("--out", help="Write the per-instance records here (JSONL).")
     ] = None,
@@ -131,7 +140,7 @@ def eval_command(
 
     config = RunConfig(
         system=system.value, settings=_settings(budget, assignments), disable=tuple(disable or ()),
-        **_cache(cache_dir),
+        jobs=jobs, **_cache(cache_dir),
     )
     instances, repo_map = _inputs(dataset, repos, ids, limit)
     records = _run(instances, repo_map, config, out, system.value)
@@ -185,6 +194,7 @@ def ablate_command(
     budget: BudgetOption = None,
     assignments: SetOption = None,
     cache_dir: CacheDirOption = None,
+    jobs: JobsOption = 1,
     out_dir: Annotated[
         Path | None,
         typer.Option("--out-dir", help="Write full.jsonl and no-<plugin>.jsonl here."),
@@ -210,7 +220,7 @@ def ablate_command(
     settings = _settings(budget, assignments)
     runs: dict[str, Summary] = {}
     for label, disable in [("full", ()), *((f"no-{n}", (n,)) for n in names)]:
-        config = RunConfig(system="ctx04", settings=settings, disable=disable,
+        config = RunConfig(system="ctx04", settings=settings, disable=disable, jobs=jobs,
                            **_cache(cache_dir))
         records = _run(instances, repo_map, config, out_dir / f"{label}.jsonl", label)
         runs[label] = summarise(records)
@@ -229,7 +239,7 @@ def _settings(budget: int | None, assignments: list[str] | None) -> Settings:
         _fail(str(err))
 
 
-def _cache(cache_dir: Path | None) -> dict[str, Path]:
+def _cache(cache_dir: Path | None) -> dict[str, Any]:
     return {} if cache_dir is None else {"cache_dir": cache_dir}
 
 

@@ -8,8 +8,11 @@ and scored as a retrieval that returned nothing; the run goes on.
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable, Mapping, Sequence
+import multiprocessing
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,7 @@ class RunConfig:
     settings: Settings = field(default_factory=Settings)
     disable: tuple[str, ...] = ()
     cache_dir: Path = field(default_factory=default_cache_dir)
+    jobs: int = 1  # worker processes; each instance is independent of the others
 
 
 @dataclass(frozen=True)
@@ -54,20 +58,58 @@ def run(
     out: Path,
     advance: Callable[[Instance], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Evaluate every instance, writing one record a line to ``out``; returns the records."""
+    """Evaluate every instance, writing one record a line to ``out``; returns the records.
+
+    With ``config.jobs`` > 1 the instances run in that many worker processes;
+    records are written in dataset order all the same, each as soon as it and
+    every one before it are done.
+    """
     header = _header(config)
-    gold_pm = plugin_manager()  # the gold does not change with the system's plugins
-    records = []
     out.parent.mkdir(parents=True, exist_ok=True)
+    done: list[dict[str, Any] | None] = [None] * len(instances)
+    written = 0
     with out.open("w", encoding="utf-8") as sink:
-        for instance in instances:
-            record = evaluate(instance, repos, config, header, gold_pm)
-            sink.write(json.dumps(record, ensure_ascii=False) + "\n")
-            sink.flush()
-            records.append(record)
+        for index, record in _evaluated(instances, repos, config, header):
+            done[index] = record
             if advance is not None:
-                advance(instance)
-    return records
+                advance(instances[index])
+            while written < len(done) and (ready := done[written]) is not None:
+                sink.write(json.dumps(ready, ensure_ascii=False) + "\n")
+                sink.flush()
+                written += 1
+    return [record for record in done if record is not None]
+
+
+def _evaluated(
+    instances: Sequence[Instance], repos: Mapping[str, Path], config: RunConfig, header: _Header
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(position, record) of each instance, in the order they finish."""
+    if config.jobs <= 1:
+        for index, instance in enumerate(instances):
+            yield index, evaluate(instance, repos, config, header, _gold_plugins())
+        return
+    # spawn, not fork: the parent may run a progress thread, and a forked
+    # child would inherit its locks.
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=config.jobs, mp_context=context) as pool:
+        futures = {
+            pool.submit(_evaluate_in_worker, instance, dict(repos), config, header): index
+            for index, instance in enumerate(instances)
+        }
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+
+
+def _evaluate_in_worker(
+    instance: Instance, repos: dict[str, Path], config: RunConfig, header: _Header
+) -> dict[str, Any]:
+    return evaluate(instance, repos, config, header, _gold_plugins())
+
+
+@functools.cache
+def _gold_plugins() -> pluggy.PluginManager:
+    """The plugins the gold is derived with: all installed, whatever the system disables."""
+    return plugin_manager()
 
 
 def _header(config: RunConfig) -> _Header:

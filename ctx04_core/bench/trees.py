@@ -78,8 +78,10 @@ def materialise(git_dir: Path, commit: str, dest: Path) -> Tree:
     if not git_dir.is_dir():
         raise TreeError(f"git directory not found: {git_dir}")
     entries = _ls_tree(git_dir, commit)
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)  # what an interrupted run left
+    # Per process: parallel workers may write the same tree at once.
+    tmp = dest.with_name(f"{dest.name}.tmp-{os.getpid()}")
+    for leftover in _abandoned(dest):  # what an interrupted run left
+        shutil.rmtree(leftover, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
         written = _write(git_dir, entries, tmp)
@@ -100,6 +102,25 @@ def materialise(git_dir: Path, commit: str, dest: Path) -> Tree:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return Tree(dest, commit, tuple(written["missing"]), False, time.perf_counter() - started)
+
+
+def _abandoned(dest: Path) -> list[Path]:
+    """Half-written copies of ``dest`` whose writing process is gone."""
+    found = []
+    for candidate in dest.parent.glob(f"{dest.name}.tmp-*"):
+        pid = candidate.name.rsplit("-", 1)[1]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            found.append(candidate)
+        except PermissionError:
+            pass  # alive, another user's
+        else:
+            if int(pid) == os.getpid():
+                found.append(candidate)
+    return found
 
 
 def _recorded_missing(dest: Path) -> tuple[str, ...]:
