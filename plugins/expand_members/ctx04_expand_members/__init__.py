@@ -38,15 +38,7 @@ MEMBER_KINDS = FUNCTION_KINDS | TYPE_KINDS
 
 def members(ranked: tuple[RankedCandidate, ...], repo: Repo, ranks: int) -> list[Node]:
     """The direct members of the leading containers, in order, each once."""
-    import os
     found: dict[Node, None] = {}
-    if os.environ.get("MEMBERS_FILES"):
-        files = list(dict.fromkeys(r.candidate.span.path for r in ranked))[:ranks]
-        for path in files:
-            for node in repo.index.file_nodes(path):
-                if node.kind in FUNCTION_KINDS:
-                    found.setdefault(node)
-        return list(found)
     for item in ranked[:ranks]:
         if item.candidate.kind not in CONTAINER_KINDS:
             continue
