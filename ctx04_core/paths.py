@@ -33,3 +33,16 @@ def is_auxiliary_path(path: str) -> bool:
     fixes an issue almost never edits them."""
     folders = path.split("/")[:-1]
     return is_test_path(path) or bool(_AUXILIARY_DIRS.intersection(folders))
+
+
+def nameable(path: str) -> bool:
+    """True for a path that is valid UTF-8: one the index can hold and a model can be told.
+
+    Paths come from ripgrep decoded with ``surrogateescape``, so a name that
+    is not UTF-8 arrives holding lone surrogates.
+    """
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -14,6 +14,7 @@ import pluggy
 
 from ctx04_core.index import CodeIndex, RefreshStats
 from ctx04_core.index.schema import is_corruption
+from ctx04_core.paths import nameable
 from ctx04_core.plugins import PluginError, enabled_plugins, plugin_manager
 from ctx04_core.repository import Repo, git_base, resolve_root
 from ctx04_core.settings import Settings
@@ -190,12 +191,12 @@ def run_stages(
         proposed = False
         for result in results:
             if result is not None:
-                usable = [c for c in result.candidates if _nameable(c.span.path)]
+                usable = [c for c in result.candidates if nameable(c.span.path)]
                 proposed = proposed or bool(usable)
                 recalled.extend(usable)
                 diagnostics.extend(result.diagnostics)
                 for path in dict.fromkeys(c.span.path for c in result.candidates):
-                    if not _nameable(path) and path not in unnameable:
+                    if not nameable(path) and path not in unnameable:
                         unnameable.add(path)
                         diagnostics.append(_unnameable(path))
                 counts[result.source] = counts.get(result.source, 0) + len(usable)
@@ -236,15 +237,6 @@ def _bounded(text: str, what: str, settings: Settings) -> tuple[str, tuple[Diagn
         f"{settings.max_task_chars}",
     )
     return text[: settings.max_task_chars], (cut,)
-
-
-def _nameable(path: str) -> bool:
-    """True for a path that is valid UTF-8: one the index can hold and a model can be told."""
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _unnameable(path: str) -> Diagnostic:

@@ -26,6 +26,7 @@ import pluggy
 
 from ctx04_core import ripgrep
 from ctx04_core.index import schema
+from ctx04_core.paths import nameable
 from ctx04_core.repository import split_lines
 from ctx04_core.settings import Settings
 from ctx04_core.text import dotted, tokenize
@@ -169,8 +170,8 @@ class CodeIndex:
         except ripgrep.SearchUnavailable as err:
             raise IndexUnavailable(str(err)) from err
         # A file name that is not UTF-8 cannot be stored, nor named to a model.
-        paths = [rel for rel in listed if _is_utf8(rel)]
-        refused = {rel: why for rel, why in refused.items() if _is_utf8(rel)}
+        paths = [rel for rel in listed if nameable(rel)]
+        refused = {rel: why for rel, why in refused.items() if nameable(rel)}
         self._names = self._paths = None
         self._file_nodes.clear()
         with _exclusive(self.path, self.root):
@@ -669,14 +670,6 @@ def _stat_key(st: os.stat_result) -> str:
 def _settled(stat: str, st: os.stat_result) -> str:
     """The stat to keep for a file just read: none while it is racily clean."""
     return "" if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS else stat
-
-
-def _is_utf8(path: str) -> bool:
-    try:
-        path.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _reason(err: OSError) -> str:
