@@ -297,9 +297,9 @@ def index(
             opened, stats = open_repo(root, pm, Settings(), index_dir, progress)
             opened.index.close()
             stats = replace(stats, recovered=note)
-    if check and problem is None:
-        Console().print("integrity check: ok")
     console = Console()
+    if check and problem is None:
+        console.print("integrity check: ok")
     if stats.recovered:
         console.print(f"[yellow]{escape(stats.recovered)}[/]")
     console.print(

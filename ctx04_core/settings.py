@@ -85,11 +85,11 @@ class Settings:
     goal_weight: float = 3.0
     path_boost: float = 0.25
     # §3.5 line prune. Measured on the dev split (docs/benchmarks.md): the
-    # best-ranked function shown whole when it ranks in the first three,
-    # every other definition as its signature
-    # alone, other candidates cut to their best lines, and candidates under a
-    # fifth of the best candidate's best line dropped lower the irrelevant
-    # ratio and tokens and show more gold than the spec's 0.6 for all.
+    # best-ranked function shown whole when it ranks in the first three, every
+    # other definition as its signature alone, other candidates cut to their
+    # best lines, and candidates under a fifth of the best candidate's best
+    # line dropped lower the irrelevant ratio and tokens and show more gold
+    # than the spec's 0.6 for all.
     prune_ratio: float = 1.0
     whole_function_within: int = 3
     neighbours_as_signatures: bool = True

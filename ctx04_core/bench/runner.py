@@ -86,23 +86,24 @@ def _evaluated(
     """(position, record) of each instance, in the order they finish."""
     if config.jobs <= 1:
         for index, instance in enumerate(instances):
-            yield index, evaluate(instance, repos, config, header, _gold_plugins())
+            yield index, _scored(instance, repos, config, header)
         return
     # spawn, not fork: the parent may run a progress thread, and a forked
     # child would inherit its locks.
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=config.jobs, mp_context=context) as pool:
         futures = {
-            pool.submit(_evaluate_in_worker, instance, dict(repos), config, header): index
+            pool.submit(_scored, instance, dict(repos), config, header): index
             for index, instance in enumerate(instances)
         }
         for future in as_completed(futures):
             yield futures[future], future.result()
 
 
-def _evaluate_in_worker(
-    instance: Instance, repos: dict[str, Path], config: RunConfig, header: _Header
+def _scored(
+    instance: Instance, repos: Mapping[str, Path], config: RunConfig, header: _Header
 ) -> dict[str, Any]:
+    """One instance's record, in this process or a worker (which loads its own plugins)."""
     return evaluate(instance, repos, config, header, _gold_plugins())
 
 

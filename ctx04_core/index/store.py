@@ -273,7 +273,8 @@ class CodeIndex:
         stat = _stat_key(st)
         # A row without a key was never read (too large, unreadable); with a
         # new size limit, the same stat can deserve a different row.
-        if known and known.stat and known.stat == stat and (known.key == "") == too_large:
+        # A racily clean row keeps "" as its stat, which no file's stat equals.
+        if known and known.stat == stat and (known.key == "") == too_large:
             return False
         if too_large:
             message = f"{st.st_size} bytes, over the {settings.max_file_bytes} limit"
