@@ -160,14 +160,14 @@ def retrieve(
     if not task_text.strip() and latest_error:
         task_text = latest_error
     overrides = {} if budget is None else {"budget_tokens": budget}
-    settings = (
-        Settings.compact(**overrides)
-        if profile is Profile.compact
-        else Settings().with_overrides(**overrides)
-    )
     from ctx04_core.pipeline import retrieve as run
 
     with bad_input_exits_2(), indexing_progress() as progress:
+        settings = (
+            Settings.compact(**overrides)
+            if profile is Profile.compact
+            else Settings().with_overrides(**overrides)
+        )
         result = run(
             task_text, repo, latest_error=latest_error, test=test, settings=settings,
             disable=disable or (), index_dir=index_dir, progress=progress,
@@ -197,10 +197,13 @@ def bad_input_exits_2() -> Iterator[None]:
     from ctx04_core.plugins import PluginError
     from ctx04_core.repository import RepoError
     from ctx04_core.ripgrep import RipgrepMissing
+    from ctx04_core.settings import SettingsError
 
     try:
         yield
-    except (RepoError, TaskError, PluginError, IndexUnavailable, RipgrepMissing) as err:
+    except (
+        RepoError, TaskError, PluginError, IndexUnavailable, RipgrepMissing, SettingsError
+    ) as err:
         fail(str(err))
 
 

@@ -6,8 +6,24 @@ A default changes only when the retrieval benchmark shows the change wins
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+import os
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
+
+# Where a model is asked (the decision door, issue 14): the environment
+# gives the defaults, so a user points ctx04 at a model without a flag.
+MODEL_URL_ENV = "CTX04_MODEL_URL"
+MODEL_ENV = "CTX04_MODEL"
+MODEL_LOCALITY_ENV = "CTX04_MODEL_LOCALITY"
+LOCALITIES = ("hosted", "local")
+
+
+class SettingsError(ValueError):
+    """A setting's value that cannot be used (one from the environment, too)."""
+
+
+def _from_env(name: str, default: str = "") -> Any:
+    return field(default_factory=lambda: os.environ.get(name, default))
 
 
 @dataclass(frozen=True)
@@ -114,9 +130,35 @@ class Settings:
     max_paths: int | None = None
     max_quoted_lines: int | None = None
     max_quoted_bytes: int | None = None
+    # The model client (ctx04_core/model.py) and the decision door (the
+    # ``door`` plugin). No URL or no model name: nothing is asked and the
+    # output is what it is without a door. model_url is the OpenAI-compatible
+    # base URL (".../v1"); the API key is read from the environment variable
+    # model_api_key_env names, never from a file or a setting. A "hosted"
+    # model is sent at most what a read already admitted; a "local" one also
+    # the digests of read excerpts the budgets cut (the door's bound policy).
+    # Each call has model_timeout_s in all, at most model_max_output_tokens
+    # of answer and model_max_response_bytes of HTTP body; the USD prices per
+    # million tokens give the eval's cost estimate.
+    model_url: str = _from_env(MODEL_URL_ENV)
+    model: str = _from_env(MODEL_ENV)
+    model_api_key_env: str = "CTX04_MODEL_API_KEY"
+    model_locality: str = _from_env(MODEL_LOCALITY_ENV, "hosted")
+    model_timeout_s: float = 20.0
+    model_max_output_tokens: int = 1024
+    model_max_response_bytes: int = 256 * 1024
+    model_structured_output: bool = True  # JSON-schema response_format; off for servers without
+    model_usd_per_mtok_input: float = 0.0
+    model_usd_per_mtok_output: float = 0.0
+    door_cache_entries: int = 256  # rankings kept in the index database
 
     def __post_init__(self) -> None:
         self.signal_weight_overrides()  # a malformed entry fails here, not mid-retrieval
+        if self.model_locality not in LOCALITIES:
+            raise SettingsError(
+                f"model_locality ({MODEL_LOCALITY_ENV}) is one of {', '.join(LOCALITIES)}, "
+                f"not {self.model_locality!r}"
+            )
 
     @classmethod
     def compact(cls, **overrides: Any) -> Settings:
@@ -168,6 +210,8 @@ _MISSING = object()
 
 def _parse(raw: str, default: object) -> object:
     """``raw`` as the type of ``default``; limits whose default is None take ints."""
+    if isinstance(default, str):  # a URL or a name: taken as written
+        return raw
     if raw.lower() == "none":
         return None
     if isinstance(default, bool):

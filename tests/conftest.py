@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from model_server import StandIn
+from model_server import start as start_model_server
 
 from ctx04_core.pipeline import open_repo
 from ctx04_core.plugins import plugin_manager
@@ -42,9 +44,12 @@ def make_git_repo(root: Path, files: dict[str, str | bytes]) -> Path:
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Indexes go to a temp cache, never the developer's, and no plugin is disabled."""
+    """Indexes go to a temp cache, never the developer's, no plugin is disabled and
+    no model is configured."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
-    monkeypatch.delenv("CTX04_DISABLE", raising=False)
+    for name in ("CTX04_DISABLE", "CTX04_MODEL_URL", "CTX04_MODEL", "CTX04_MODEL_LOCALITY",
+                 "CTX04_MODEL_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture
@@ -181,3 +186,19 @@ def test_total_with_coupon():
 ''',
     "README.md": "# shop\n\nA tiny shop used as a test fixture.\n",
 }
+
+
+@pytest.fixture(scope="session")
+def stand_in_model() -> Iterator[StandIn]:
+    """The stand-in chat-completions server (tests/model_server.py), one per session."""
+    stand_in, server = start_model_server()
+    yield stand_in
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def model(stand_in_model: StandIn) -> StandIn:
+    """The stand-in model with an empty script and no recorded request."""
+    stand_in_model.reset()
+    return stand_in_model

@@ -232,8 +232,8 @@ def ablate_command(
 def _settings(budget: int | None, assignments: list[str] | None) -> Settings:
     from ctx04_core.settings import Settings
 
-    settings = Settings() if budget is None else Settings(budget_tokens=budget)
     try:
+        settings = Settings() if budget is None else Settings(budget_tokens=budget)
         return settings.with_assignments(assignments or [])
     except ValueError as err:
         _fail(str(err))
