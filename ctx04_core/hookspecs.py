@@ -23,9 +23,11 @@ if TYPE_CHECKING:
     from ctx04_core.types import (
         Candidate,
         ContextSlice,
+        Decision,
         Diagnostic,
         Evidence,
         Excerpt,
+        Observation,
         ParsedFile,
         Query,
         RankedCandidate,
@@ -147,6 +149,23 @@ def assemble(
     what the caps omitted, and its text ends with their summary. Each entry
     carries the evidence (source reference and text) it rendered. First
     result wins; at least one implementation must be enabled.
+    """
+
+
+@hookspec(firstresult=True)
+def select(observation: Observation, repo: Repo, settings: Settings) -> Decision | None:
+    """Judge which observed candidates the task wants: the decision door.
+
+    Called once per retrieval, after :func:`assemble`, with the observable
+    record of every excerpt the slice offered (in its order) and of every
+    refused file, never their content. Return a
+    :class:`~ctx04_core.types.Decision`: its ``call`` says what was asked and
+    how it ended, and a ``selection`` when the door ranked. The core then
+    renders the picked excerpts first and keeps exactly the excerpts the
+    deterministic order showed, so a door reorders evidence and never erases
+    it. A door that is not configured returns a call with outcome
+    ``skipped`` and the reason, so the output can say why nothing ranked;
+    None leaves the question to the next implementation. First result wins.
     """
 
 

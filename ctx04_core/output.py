@@ -6,7 +6,13 @@ from dataclasses import asdict
 from typing import Any
 
 from ctx04_core.pipeline import Retrieval
-from ctx04_core.trace import manifest, query_json, rendered_references
+from ctx04_core.trace import (
+    decision_call_json,
+    manifest,
+    query_json,
+    rendered_references,
+    selection_json,
+)
 
 SCHEMA = "ctx04.context-slice.v1"
 
@@ -41,8 +47,24 @@ def retrieval_json(result: Retrieval) -> dict[str, Any]:
                 "recovered": result.index.recovered,
             },
             "recalled": result.recalled,
+            "door": door_json(result),
             "plugins": list(result.plugins),
             "settings": result.settings.to_json(),
             "seconds": round(result.seconds, 3),
         },
+    }
+
+
+def door_json(result: Retrieval) -> dict[str, Any]:
+    """Whether a decision door ranked the slice, and if not, why not."""
+    decision = result.decision
+    if decision is None:
+        return {"ranked": False, "reason": "no decision door is enabled", "call": None,
+                "selection": None}
+    selection = decision.selection
+    return {
+        "ranked": selection is not None,
+        "reason": decision.call.reason,
+        "call": decision_call_json(decision.call),
+        "selection": None if selection is None else selection_json(selection),
     }

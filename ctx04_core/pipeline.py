@@ -17,6 +17,7 @@ from ctx04_core.index.schema import is_corruption
 from ctx04_core.paths import nameable
 from ctx04_core.plugins import PluginError, enabled_plugins, plugin_manager
 from ctx04_core.repository import Repo, git_base, resolve_root
+from ctx04_core.selection import observe, picked_order, shown_ranks
 from ctx04_core.settings import Settings
 from ctx04_core.stages.fuse import fuse
 from ctx04_core.stages.merge import merge
@@ -24,6 +25,7 @@ from ctx04_core.stages.query import build_query, extensions_of
 from ctx04_core.types import (
     Candidate,
     ContextSlice,
+    Decision,
     Diagnostic,
     Excerpt,
     Query,
@@ -51,6 +53,7 @@ class Retrieval:
     recalled: dict[str, int]  # candidates each recall source proposed, before merge
     plugins: tuple[str, ...]  # the enabled plugins, by entry-point name
     seconds: float
+    decision: Decision | None = None  # the decision door's call, when a door is enabled
 
 
 def open_repo(
@@ -160,6 +163,7 @@ def retrieve(
         recalled=stages.recalled,
         plugins=enabled_plugins(pm),
         seconds=time.perf_counter() - started,
+        decision=stages.decision,
     )
 
 
@@ -169,6 +173,7 @@ class StageResult:
     ranked: tuple[RankedCandidate, ...]
     diagnostics: tuple[Diagnostic, ...]
     recalled: dict[str, int]
+    decision: Decision | None = None
 
 
 def run_stages(
@@ -178,8 +183,9 @@ def run_stages(
     settings: Settings,
     notes: tuple[Diagnostic, ...] = (),
 ) -> StageResult:
-    """Recall, merge, rank by the fused signals, prune and assemble over an opened
-    repository; ``notes`` are diagnostics from before the stages (a cut task)."""
+    """Recall, merge, rank by the fused signals, prune, assemble and ask the decision
+    door over an opened repository; ``notes`` are diagnostics from before the
+    stages (a cut task)."""
     hook: Any = pm.hook
     recalled: list[Candidate] = []
     counts: dict[str, int] = {}
@@ -212,15 +218,41 @@ def run_stages(
     if excerpts is None:
         excerpts = [whole_excerpt(r, repo) for r in ranked]
         excerpts = [e for e in excerpts if e.lines]
+    covered = tuple(diagnostics) + repo.diagnostics
+    context = _assembled(hook, query, tuple(excerpts), covered, repo, settings)
+    decision: Decision | None = hook.select(
+        observation=observe(query.task_text, context), repo=repo, settings=settings
+    )
+    if decision is not None and decision.selection is not None:
+        order = picked_order(context, decision.selection)
+        ranked_context = _assembled(hook, query, order, covered, repo, settings)
+        if shown_ranks(ranked_context) == shown_ranks(context):
+            context = ranked_context
+        else:
+            # The same excerpts have the same bytes, but a tokenizer may count
+            # their joins differently and an assemble plugin may cap by
+            # order: whatever the cause, a door reorders or changes nothing.
+            decision = Decision(replace(
+                decision.call, outcome="failed",
+                reason="the picked order would change which excerpts fit the budgets",
+            ))
+    return StageResult(
+        context, tuple(ranked), context.diagnostics, dict(sorted(counts.items())), decision
+    )
+
+
+def _assembled(
+    hook: Any, query: Query, excerpts: tuple[Excerpt, ...], diagnostics: tuple[Diagnostic, ...],
+    repo: Repo, settings: Settings,
+) -> ContextSlice:
     context: ContextSlice = hook.assemble(
-        query=query, excerpts=tuple(excerpts), diagnostics=tuple(diagnostics) + repo.diagnostics,
-        repo=repo, settings=settings,
+        query=query, excerpts=excerpts, diagnostics=diagnostics, repo=repo, settings=settings
     )
     if context.tokens > settings.budget_tokens:
         raise AssertionError(
             f"assemble plugin broke the token cap: {context.tokens} > {settings.budget_tokens}"
         )
-    return StageResult(context, tuple(ranked), context.diagnostics, dict(sorted(counts.items())))
+    return context
 
 
 def _bounded(text: str, what: str, settings: Settings) -> tuple[str, tuple[Diagnostic, ...]]:

@@ -3,8 +3,9 @@
 Built from the objects the retrieval already holds, never by reading files
 again, so it records exactly what was rendered: the query terms, only the
 references actually shown (with the text, so a harness can vet artifacts
-against it later), the coverage diagnostics, the slice's digest, and the full
-candidate manifest.
+against it later), the coverage diagnostics, the slice's digest, the full
+candidate manifest, and, when a decision door was asked, its call
+(``decision``) and, when it ranked, the selection record (``selection``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ from typing import Any
 
 from ctx04_core.evidence import sha256_hex
 from ctx04_core.pipeline import Retrieval
-from ctx04_core.types import SOURCE_REF_SCHEMA, TRACE_SCHEMA, Query, SourceRef
+from ctx04_core.types import (
+    SELECT_SITE,
+    SOURCE_REF_SCHEMA,
+    TRACE_SCHEMA,
+    DecisionCall,
+    Query,
+    Selection,
+    SourceRef,
+)
 
 
 def source_ref_json(ref: SourceRef) -> dict[str, Any]:
@@ -59,6 +68,26 @@ def query_json(q: Query) -> dict[str, Any]:
     }
 
 
+def decision_call_json(call: DecisionCall) -> dict[str, Any]:
+    return {"site": SELECT_SITE, **asdict(call)}
+
+
+def selection_json(selection: Selection) -> dict[str, Any]:
+    """repository_context.selection: the judgment, what it saw, what it rests on."""
+    return {
+        "verdict": selection.verdict,
+        "pick": list(selection.pick),
+        "distribution": [{"option": o, "probability": p} for o, p in selection.distribution],
+        "any_relevant": selection.any_relevant,
+        "coverage": selection.coverage,
+        "unranked": list(selection.unranked),
+        "candidates": [{**asdict(record), "bound": bound}
+                       for record, bound in selection.candidates],
+        "omissions": [asdict(d) for d in selection.omissions],
+        "identities": dict(selection.identities),
+    }
+
+
 def trace_record(result: Retrieval) -> dict[str, Any]:
     return {
         "schema": TRACE_SCHEMA,
@@ -72,7 +101,20 @@ def trace_record(result: Retrieval) -> dict[str, Any]:
                   "bytes": len(result.context.text.encode("utf-8"))},
         "manifest": manifest(result),
         "settings": result.settings.to_json(),
+        **_door_record(result),
     }
+
+
+def _door_record(result: Retrieval) -> dict[str, Any]:
+    """The decision call when a door asked (or answered from its cache), and the
+    selection when it ranked; nothing when nothing was asked."""
+    decision = result.decision
+    if decision is None or decision.call.outcome == "skipped":
+        return {}
+    record = {"decision": decision_call_json(decision.call)}
+    if decision.selection is not None:
+        record["selection"] = selection_json(decision.selection)
+    return record
 
 
 def append_trace(result: Retrieval, path: Path) -> None:

@@ -218,3 +218,93 @@ class ParsedFile:
     # First lines of the regions a parser had to skip (tree-sitter ERROR
     # nodes): the file is indexed from what did parse, and these are reported.
     error_lines: tuple[int, ...] = ()
+
+
+# The decision door (repository-source-references, "When a decision door is
+# configured"): a model may reorder the rendered evidence, never erase it.
+SELECT_SITE = "repository/select"
+# Bounds of what a door may disclose of a candidate, least first.
+PATH_ONLY = "path-only"
+PATH_SPAN = "path-span"
+CONTENT = "content"
+
+
+@dataclass(frozen=True)
+class Observed:
+    """One candidate of the evidence a door may rank: its observable record.
+
+    Never its content: an excerpt's text stays out of every record. A refused
+    file (kind ``excluded`` diagnostic) has no span, size or digest, only
+    the reason it was withheld.
+    """
+
+    option: str  # the name a door offers it under: c1, c2, … in the block's order
+    path: str
+    readiness: str  # shown | omitted (cut by a budget) | refused
+    start_line: int | None = None
+    end_line: int | None = None
+    bytes: int | None = None  # UTF-8 bytes of the excerpt as it renders
+    content_digest: str | None = None  # sha256 of the file's complete bytes as read
+    withheld: str = ""  # why a refused file was not read
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What one retrieval observed, as a door sees it: the task, the candidates
+    (the slice's excerpts in order, then each refused file) and the omissions."""
+
+    task: str
+    candidates: tuple[Observed, ...]
+    omissions: tuple[Diagnostic, ...]  # the slice's coverage diagnostics
+
+
+@dataclass(frozen=True)
+class DecisionCall:
+    """The repository/select call as the trace records it, whether or not it ranked.
+
+    ``outcome`` is ``ranked``, ``abstained`` (the set's own "none"),
+    ``refused`` (the model's typed refusal), ``failed`` (transport, timeout,
+    an answer that is not the set's, an option not offered) or ``skipped``
+    (nothing was asked: no model, or one path); ``reason`` says why it did
+    not rank. Tokens, seconds and cost are 0 when no request was sent.
+    """
+
+    outcome: str
+    reason: str
+    question_set: str
+    model: str  # the model named in the settings; "" when none is
+    model_artifact: str = ""  # the model the server said answered
+    cached: bool = False  # a stored ranking answered; nothing was sent
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    cost_usd: float = 0.0
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A ranking a door chose over the offered options (``repository_context.selection``).
+
+    ``pick`` renders first, in its order; ``unranked`` keeps the
+    deterministic order after it. ``candidates`` holds every offered record
+    with the bound it sat under (what the door could disclose of it);
+    ``identities`` every digest and name the judgment is attributable to.
+    """
+
+    verdict: str  # "ranked"
+    pick: tuple[str, ...]
+    distribution: tuple[tuple[str, float], ...]  # (option, probability) as the model gave it
+    any_relevant: float | None
+    coverage: float | None
+    unranked: tuple[str, ...]
+    candidates: tuple[tuple[Observed, str], ...]  # (record, bound)
+    omissions: tuple[Diagnostic, ...]
+    identities: tuple[tuple[str, str], ...]  # (name, digest or name)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A door's answer: the call, and the selection when it ranked."""
+
+    call: DecisionCall
+    selection: Selection | None = None

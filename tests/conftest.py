@@ -70,7 +70,7 @@ def indexed() -> Iterator[Callable[..., Repo]]:
 
 # Every plugin the dev install registers (requirements-dev.txt), by entry-point name.
 INSTALLED_PLUGINS = [
-    "apidesc", "assemble", "bm25", "c", "callgraph", "cpp", "go", "history", "java",
+    "apidesc", "assemble", "bm25", "c", "callgraph", "cpp", "door", "go", "history", "java",
     "javascript", "meaning", "members", "php", "pin", "prune", "python", "rerank", "ripgrep",
     "ruby", "rust", "traceback", "typescript", "unparsed", "vet",
 ]

@@ -115,6 +115,9 @@ class Answer:
     tokens: int
     seconds: float
     index_seconds: float | None  # the code index refresh, when the system has one
+    # The decision door's call (whether it ranked, why not, tokens, seconds,
+    # cost), when the system has a door enabled.
+    door: dict[str, Any] | None = None
 
 
 def score(gold: Gold, answer: Answer) -> dict[str, float]:

@@ -148,7 +148,7 @@ def evaluate(
         "disabled": header.disabled, "plugins": header.plugins, "settings": header.settings,
         "gold": None, "ranked": [], "shown": [], "metrics": dict(FAILED), "tokens": 0,
         "seconds": None, "index_seconds": None, "tree_seconds": None, "missing_blobs": [],
-        "error": None,
+        "door": None, "error": None,
     }
     stage = "tree"
     try:
@@ -176,6 +176,7 @@ def evaluate(
     ]
     record["metrics"] = score(gold, answer)
     record["tokens"] = answer.tokens
+    record["door"] = answer.door
     record["seconds"] = round(answer.seconds, 3)
     if answer.index_seconds is not None:
         record["index_seconds"] = round(answer.index_seconds, 3)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -48,19 +49,28 @@ def run_ctx04(task: str, root: Path, settings: Settings, disable: Iterable[str])
     seconds = time.perf_counter() - started
     included = [e for e in result.context.entries if e.included]
     shown_ranks = {e.excerpt.ranked.rank for e in included}
+    order = list(result.candidates)
+    # A door reorders the shown candidates among the places they hold, so the
+    # metrics measure its order and a door that keeps the order changes nothing.
+    places = [i for i, r in enumerate(order) if r.rank in shown_ranks]
+    for place, entry in zip(places, included, strict=True):
+        order[place] = entry.excerpt.ranked
     ranked = tuple(
         RankedItem(
-            r.rank, r.candidate.span.path, r.candidate.span.start_line, r.candidate.span.end_line,
-            r.candidate.qualname, r.candidate.kind, r.rank in shown_ranks, r.score,
-            r.signals,
+            position, r.candidate.span.path, r.candidate.span.start_line,
+            r.candidate.span.end_line, r.candidate.qualname, r.candidate.kind,
+            r.rank in shown_ranks, r.score, r.signals,
         )
-        for r in result.candidates
+        for position, r in enumerate(order, 1)
     )
     shown = tuple(
         Shown(e.excerpt.ranked.candidate.span.path, tuple(n for n, _ in e.excerpt.lines))
         for e in included
     )
-    return Answer(ranked, shown, result.context.tokens, seconds, result.index.seconds)
+    door = None
+    if result.decision is not None:
+        door = {"ranked": result.decision.selection is not None, **asdict(result.decision.call)}
+    return Answer(ranked, shown, result.context.tokens, seconds, result.index.seconds, door)
 
 
 def run_bm25(task: str, root: Path, settings: Settings) -> Answer:

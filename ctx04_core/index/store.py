@@ -423,8 +423,11 @@ class CodeIndex:
         row = self._conn.execute("SELECT value FROM derived WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
-    def store_derived(self, key: str, value: str) -> None:
-        """Keep ``value`` under ``key``; only the newest ``DERIVED_ENTRIES`` values stay."""
+    def store_derived(self, key: str, value: str, keep: int = DERIVED_ENTRIES) -> None:
+        """Keep ``value`` under ``key``; of the keys in its namespace (the text before
+        the first ``:``), only the newest ``keep`` values stay, so one plugin's
+        many small entries never push out another's few large ones."""
+        namespace = key.partition(":")[0] + ":%"
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             self._conn.execute(
@@ -432,9 +435,9 @@ class CodeIndex:
                 (key, value, time.time_ns()),
             )
             self._conn.execute(
-                "DELETE FROM derived WHERE key NOT IN "
-                "(SELECT key FROM derived ORDER BY stored_ns DESC LIMIT ?)",
-                (DERIVED_ENTRIES,),
+                "DELETE FROM derived WHERE key LIKE ?1 AND key NOT IN "
+                "(SELECT key FROM derived WHERE key LIKE ?1 ORDER BY stored_ns DESC LIMIT ?2)",
+                (namespace, keep),
             )
             self._conn.execute("COMMIT")
         except BaseException:
