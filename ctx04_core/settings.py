@@ -75,6 +75,11 @@ class Settings:
     # modules (the ``members`` plugin).
     members_ranks: int = 3
     members_limit: int = 30
+    # The code that the tests a task names import and call (the ``tests``
+    # plugin): at most tests_limit of them recalled, each scoring
+    # x(1 + tested_boost / how many definitions outside tests share its name).
+    tests_limit: int = 20
+    tested_boost: float = 1.0
     # §3.4 re-rank
     top_k: int = 20
     identifier_weight: float = 3.0

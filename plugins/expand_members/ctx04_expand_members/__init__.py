@@ -16,6 +16,7 @@ there are more, the first are kept and the result carries
 
 from __future__ import annotations
 
+from ctx04_core.graph import node_recall
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
@@ -24,8 +25,6 @@ from ctx04_core.types import (
     CONTAINER_KINDS,
     FUNCTION_KINDS,
     TYPE_KINDS,
-    Candidate,
-    Diagnostic,
     Node,
     Query,
     RankedCandidate,
@@ -56,16 +55,4 @@ def expand(
     query: Query, ranked: tuple[RankedCandidate, ...], repo: Repo, settings: Settings
 ) -> Recall:
     found = members(ranked, repo, settings.members_ranks)
-    cap = settings.members_limit
-    candidates = tuple(
-        Candidate(node.span, node.kind, node.qualname, (SOURCE,)) for node in found[:cap]
-    )
-    diagnostics: tuple[Diagnostic, ...] = ()
-    if len(found) > cap:
-        diagnostics = (
-            Diagnostic(
-                "unavailable", "truncated",
-                detail=f"{len(found)} members of the leading containers, kept the first {cap}",
-            ),
-        )
-    return Recall(SOURCE, candidates, diagnostics)
+    return node_recall(SOURCE, found, settings.members_limit, "members of the leading containers")

@@ -29,106 +29,32 @@ more, the first are kept and the result carries
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
 
+from ctx04_core.graph import (
+    DEFINITION_KINDS,
+    by_position,
+    callees,
+    definitions,
+    imported,
+    node_of_edge,
+)
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
-from ctx04_core.text import IDENTIFIER
-from ctx04_core.types import (
-    FUNCTION_KINDS,
-    TYPE_KINDS,
-    Candidate,
-    Diagnostic,
-    Edge,
-    Node,
-    Query,
-    Recall,
-)
-
-if TYPE_CHECKING:
-    from ctx04_core.index import CodeIndex
+from ctx04_core.types import Candidate, Diagnostic, Node, Query, Recall
 
 SOURCE = "callgraph"
-DEFINITION_KINDS = FUNCTION_KINDS | TYPE_KINDS
-
-
-def definitions(nodes: Iterable[Node]) -> list[Node]:
-    return [node for node in nodes if node.kind in DEFINITION_KINDS]
-
-
-def by_position(nodes: Iterable[Node]) -> list[Node]:
-    return sorted(nodes, key=lambda n: (n.span.path, n.span.start_line, n.qualname))
-
-
-def node_of_edge(index: CodeIndex, edge: Edge) -> Node | None:
-    """The node an edge comes from.
-
-    An edge names its source by qualname only, and a qualname may belong to
-    several nodes (a property's getter and setter); the edge's line lies in
-    exactly the span of the one it comes from.
-    """
-    for node in index.lookup(edge.source):
-        if node.qualname == edge.source and node.span.start_line <= edge.line <= node.span.end_line:
-            return node
-    return None
-
-
-def module_of(index: CodeIndex, node: Node) -> Node | None:
-    return next((n for n in index.file_nodes(node.span.path) if n.kind == "module"), None)
-
-
-def names_used(repo: Repo, node: Node) -> frozenset[str]:
-    """Every identifier written in the node's lines (calls, annotations, bases, values)."""
-    source = repo.source(node.span.path)
-    if source is None:
-        return frozenset()
-    lines = source.lines[node.span.start_line - 1 : node.span.end_line]
-    return frozenset(m.group() for line in lines for m in IDENTIFIER.finditer(line))
-
-
-def imported(repo: Repo, seed: Node) -> list[Node]:
-    """The repository definitions the seed's module (or the seed) imports and the seed names.
-
-    ``from app.models import Row`` at the top of a module makes ``Row`` a
-    neighbour of each definition there that writes ``Row``, as a call, an
-    annotation or a value; an import from outside the repository names no
-    definition here.
-    """
-    index = repo.index
-    module = module_of(index, seed)
-    edges = [*index.edges_from(seed), *(index.edges_from(module) if module else [])]
-    used = names_used(repo, seed)
-    found: list[Node] = []
-    for edge in edges:
-        name = edge.target.rsplit(".", 1)[-1]
-        if edge.kind != "import" or name not in used:
-            continue
-        named = index.lookup(edge.target)
-        base = edge.target.rpartition(".")[0]
-        if not named and base and any(n.kind == "module" for n in index.lookup(base)):
-            # ``from app import encode`` where app/__init__.py re-exports it from
-            # a submodule: the definition lives under another qualname.
-            named = index.lookup(name)
-        # An imported module is found but is not a definition.
-        found.extend(definitions(named))
-    return found
 
 
 def neighbours(repo: Repo, seed: Node) -> list[Node]:
     """The seed's one-hop neighbours in group order, duplicates not yet removed."""
     index = repo.index
-    callees = [
-        node
-        for edge in index.edges_from(seed)
-        if edge.kind == "invoke"
-        for node in definitions(index.lookup(edge.target))
-    ]
+    called = [node for named in callees(repo, seed) for node in named]
     callers = [
         caller
         for edge in index.references_to(seed.name)
         if edge.kind == "invoke"
-        and (caller := node_of_edge(index, edge)) is not None
+        and (caller := node_of_edge(repo, edge)) is not None
         and caller.kind in DEFINITION_KINDS
     ]
     contained = definitions(index.children(seed))
@@ -142,7 +68,7 @@ def neighbours(repo: Repo, seed: Node) -> list[Node]:
         [max(enclosing, key=lambda n: (n.span.start_line, -n.span.end_line))] if enclosing else []
     )
     return [
-        *by_position(callees),
+        *by_position(called),
         *by_position(callers),
         *by_position(contained),
         *container,
