@@ -382,6 +382,59 @@ def plugins(disable: DisableOption = None) -> None:
     Console().print(table)
 
 
+@app.command()
+def mcp(
+    repo: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--repo", "-r",
+            help="A repository the server may read (repeatable); the first is the default. "
+            "Without one: the client's roots, else the current folder.",
+        ),
+    ] = None,
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http", metavar="HOST:PORT",
+            help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
+        ),
+    ] = None,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Also append each retrieval's record to this JSON Lines file "
+            "(`vet` always checks against the server's own memory of them).",
+        ),
+    ] = None,
+    index_dir: IndexDirOption = None,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", min=0.1, help="Seconds a call may take before it fails."),
+    ] = 300.0,
+) -> None:
+    """Serve retrieve, vet, index and plugins to agents over the Model Context Protocol.
+
+    Stays warm between calls (plugins, tokenizer, each repository's open
+    index) and still sees every edit made between them. stdio by default, as
+    agents start it; stops when stdin closes or on SIGTERM.
+
+    Example: claude mcp add ctx04 -- ctx04 mcp --repo /path/to/repo
+    """
+    from ctx04_core.mcp_server import Session, serve
+    from ctx04_core.repository import resolve_root
+
+    address = None
+    if http is not None:
+        host, _, port = http.rpartition(":")
+        if not host or not port.isdigit():
+            fail(f"--http takes HOST:PORT, e.g. 127.0.0.1:8765, not {http!r}")
+        address = (host, int(port))
+    with bad_input_exits_2():
+        roots = [resolve_root(path) for path in repo or ()]
+    serve(Session(roots, index_dir, trace, timeout), address)
+
+
 register_bench_commands(app)
 
 
