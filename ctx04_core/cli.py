@@ -222,26 +222,10 @@ def indexing_progress() -> Iterator[Callable[[int, int], None]]:
 
 
 def show_retrieval(result: Retrieval) -> None:
+    from ctx04_core.candidate_table import candidate_table
+
     console = Console()
-    table = Table(title=f"ctx04: {len(result.candidates)} ranked candidates", title_justify="left")
-    table.add_column("rank", justify="right")
-    table.add_column("path:lines", overflow="fold", ratio=3)
-    table.add_column("qualname", overflow="fold", ratio=3)
-    table.add_column("sources", ratio=2)
-    table.add_column("score", justify="right")
-    table.add_column("tokens", justify="right")
-    table.add_column("included", justify="center")
-    shown = {e.excerpt.ranked.rank: e for e in result.context.entries}
-    for ranked in result.candidates:
-        c = ranked.candidate
-        entry = shown.get(ranked.rank)
-        included = bool(entry and entry.included)
-        table.add_row(
-            str(ranked.rank), f"{c.span.path}:{c.span.start_line}-{c.span.end_line}",
-            c.qualname or "", ", ".join(c.sources), f"{ranked.score:.3f}",
-            str(entry.tokens) if entry else "0", "[green]yes[/]" if included else "no",
-        )
-    console.print(table)
+    console.print(candidate_table(result.candidates, result.context.entries, console.width))
     console.print()
     # The slice is shown as the model sees it: no markup, no re-wrapping.
     console.print(Text(result.context.text), soft_wrap=True)
