@@ -416,6 +416,8 @@ def mcp(
         address = (host, int(port))
     with bad_input_exits_2():
         roots = [resolve_root(path) for path in repo or ()]
+    if index_dir is not None and len(roots) != 1:
+        fail("--index-dir holds one repository's index: give exactly one --repo with it")
     serve(Session(roots, index_dir, trace, timeout), address)
 
 

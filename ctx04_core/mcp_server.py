@@ -63,7 +63,8 @@ class Session:
         self.repos = repos  # --repo folders, resolved; the first is the default
         self.trace = trace
         self.timeout_s = timeout_s
-        self.warm = WarmState(index_dir)
+        # --index-dir holds one index: the default repository's.
+        self.warm = WarmState({repos[0]: index_dir} if repos and index_dir else {})
         self._evidence: list[Evidence] = []
         self._evidence_lock = threading.Lock()
 

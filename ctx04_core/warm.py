@@ -17,7 +17,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -232,8 +232,8 @@ def _loaded(pm: pluggy.PluginManager) -> tuple[str, ...]:
 class WarmState:
     """Everything a long-lived process keeps: plugin managers and warm repositories."""
 
-    def __init__(self, index_dir: Path | None) -> None:
-        self.index_dir = index_dir
+    def __init__(self, index_dirs: Mapping[Path, Path]) -> None:
+        self.index_dirs = index_dirs  # repositories whose index is not in the user's cache
         self._lock = threading.Lock()
         self._repos: dict[Path, WarmRepository] = {}
         self._managers: dict[tuple[str, ...], pluggy.PluginManager] = {}
@@ -249,7 +249,7 @@ class WarmState:
     def repository(self, root: Path) -> WarmRepository:
         with self._lock:
             if root not in self._repos:
-                self._repos[root] = WarmRepository(root, self.index_dir)
+                self._repos[root] = WarmRepository(root, self.index_dirs.get(root))
             return self._repos[root]
 
     def close(self) -> None:
