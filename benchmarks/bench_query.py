@@ -7,6 +7,11 @@ Per repository (pinned tree in the cache folder, its index built once in
 
 - API: ``ctx04_core.pipeline.retrieve(task, tree, index_dir=...)`` in this
   process (plugin loading, index refresh, query, recall, rank, prune, assemble);
+- server: ``retrieve`` through the MCP SDK's client to one ``ctx04 mcp --repo
+  TREE --index-dir I`` child over stdio, started once per repository and warm
+  (plugins, tokenizer, open index; the watcher's nothing-changed check instead
+  of the stat walk); its slice is checked equal to the API's, and its CPU is
+  the server process's (with the rg and git it ran);
 - CLI: ``ctx04 retrieve --task-file T --repo TREE --index-dir I -o json`` as a
   child process (interpreter start-up and imports included);
 - floor: the query's terms (``build_query`` over the index's names, then the
@@ -34,6 +39,7 @@ from functools import partial
 from pathlib import Path
 
 import benchlib as bl
+import serverlib
 from ctx04_recall_ripgrep import rg_command, search_terms
 
 from ctx04_core.pipeline import open_repo, retrieve
@@ -47,6 +53,7 @@ class TaskResult:
     task: bl.Task
     terms: int
     api: bl.Stats
+    server: bl.Stats
     cli: bl.Stats
     floor: bl.Stats
     per_term: bl.Stats
@@ -106,30 +113,42 @@ def measure(spec: bl.RepoSpec, args: argparse.Namespace, scratch: Path) -> RepoR
     ctx04 = bl.tool_path("ctx04")
     cap = Settings().hits_per_term
     results = []
-    for task in spec.tasks:
-        terms, globs = query_terms(task, tree, index_dir)
-        settings = Settings()
-        api = bl.sample(partial(retrieve, task.text, tree, index_dir=index_dir), args.runs)
-        task_file = scratch / f"{task.id}.txt"
-        task_file.write_text(task.text, encoding="utf-8")
-        cli, _ = bl.sample_child(
-            [ctx04, "retrieve", "--task-file", str(task_file), "--repo", str(tree),
-             "--index-dir", str(index_dir), "-o", "json"],
-            args.runs, what=f"ctx04 retrieve ({task.id})",
-        )
-        floor = bl.sample(
-            partial(run_floor, rg_command(terms, globs, settings), tree), args.runs
-        )
-        per_term_commands = [rg_command([term], globs, settings) for term in terms]
-        per_term = bl.sample(partial(run_per_term, per_term_commands, tree, cap), args.runs)
-        results.append(TaskResult(task, len(terms), api, cli, floor, per_term))
-        print(f"  {task.id}: API {bl.seconds(api.median)}, CLI {bl.seconds(cli.median)}, "
-              f"floor {bl.seconds(floor.median)}, per-term {bl.seconds(per_term.median)} "
-              f"({len(terms)} terms)", file=sys.stderr, flush=True)
+    with serverlib.running([tree], index_dir) as server:
+        for task in spec.tasks:
+            results.append(measure_task(task, tree, index_dir, server, ctx04, cap, args, scratch))
     return RepoResult(spec, files, results)
 
 
-_KINDS = ("api", "cli", "floor", "per_term")
+def measure_task(
+    task: bl.Task, tree: Path, index_dir: Path, server: serverlib.Server, ctx04: str, cap: int,
+    args: argparse.Namespace, scratch: Path,
+) -> TaskResult:
+    terms, globs = query_terms(task, tree, index_dir)
+    settings = Settings()
+    api = bl.sample(partial(retrieve, task.text, tree, index_dir=index_dir), args.runs)
+    if server.retrieve(task.text) != retrieve(task.text, tree, index_dir=index_dir).context.text:
+        raise SystemExit(f"{task.id}: the server's slice differs from the API's")
+    served = serverlib.sample(server, task.text, args.runs)
+    task_file = scratch / f"{task.id}.txt"
+    task_file.write_text(task.text, encoding="utf-8")
+    cli, _ = bl.sample_child(
+        [ctx04, "retrieve", "--task-file", str(task_file), "--repo", str(tree),
+         "--index-dir", str(index_dir), "-o", "json"],
+        args.runs, what=f"ctx04 retrieve ({task.id})",
+    )
+    floor = bl.sample(
+        partial(run_floor, rg_command(terms, globs, settings), tree), args.runs
+    )
+    per_term_commands = [rg_command([term], globs, settings) for term in terms]
+    per_term = bl.sample(partial(run_per_term, per_term_commands, tree, cap), args.runs)
+    print(f"  {task.id}: API {bl.seconds(api.median)}, server {bl.seconds(served.median)}, "
+          f"CLI {bl.seconds(cli.median)}, floor {bl.seconds(floor.median)}, "
+          f"per-term {bl.seconds(per_term.median)} ({len(terms)} terms)",
+          file=sys.stderr, flush=True)
+    return TaskResult(task, len(terms), api, served, cli, floor, per_term)
+
+
+_KINDS = ("api", "server", "cli", "floor", "per_term")
 
 
 def medians(result: RepoResult, cpu: bool = False) -> dict[str, float]:
@@ -149,9 +168,11 @@ def _median(stats: bl.Stats, cpu: bool) -> float:
 
 def report(result: RepoResult) -> str:
     def ratios(wall: dict[str, float], cpu: dict[str, float]) -> list[str]:
-        return [bl.ratio(wall["api"], wall["floor"]), bl.ratio(wall["cli"], wall["floor"]),
+        return [bl.ratio(wall["api"], wall["floor"]), bl.ratio(wall["server"], wall["floor"]),
+                bl.ratio(wall["cli"], wall["floor"]),
                 bl.ratio(wall["api"], wall["per_term"]), bl.seconds(cpu["api"]),
-                bl.seconds(cpu["floor"]), bl.ratio(cpu["api"], cpu["floor"])]
+                bl.seconds(cpu["server"]), bl.seconds(cpu["floor"]),
+                bl.ratio(cpu["api"], cpu["floor"]), bl.ratio(cpu["server"], cpu["floor"])]
 
     rows = []
     for t in result.tasks:
@@ -168,10 +189,11 @@ def report(result: RepoResult) -> str:
         rows.append([label, f"{terms:g}", *(bl.seconds(wall[k]) for k in _KINDS),
                      *ratios(wall, cpu)])
     return bl.markdown_table(
-        ["task", "rg terms", "API median (min–max)", "CLI median (min–max)",
-         "rg floor (one run, all terms)", "rg per term, capped at 41 hits (spec)",
-         "API / floor", "CLI / floor", "API / per-term", "API CPU", "floor CPU",
-         "API / floor, CPU"], rows,
+        ["task", "rg terms", "API median (min–max)", "server (MCP) median (min–max)",
+         "CLI median (min–max)", "rg floor (one run, all terms)",
+         "rg per term, capped at 41 hits (spec)", "API / floor", "server / floor",
+         "CLI / floor", "API / per-term", "API CPU", "server CPU", "floor CPU",
+         "API / floor, CPU", "server / floor, CPU"], rows,
     )
 
 
@@ -212,7 +234,7 @@ def main(argv: list[str]) -> None:
         results.append(result)
         print(bl.repo_heading(spec, args.cache_dir / "trees" / spec.tag, result.files))
         print(f"Warm index; {args.runs} runs per task after 1 warm-up. "
-              "Target (django): API ≤ 3× the floor.\n")
+              "Target (django): API and server ≤ 3× the floor.\n")
         print(report(result) + "\n", flush=True)
     if len(results) > 1:
         print("### Growth across repositories (median over the 10 tasks of per-task medians)\n")
@@ -220,11 +242,13 @@ def main(argv: list[str]) -> None:
         for r in results:
             v, c = medians(r), medians(r, cpu=True)
             rows.append([r.spec.name, str(r.files), *(bl.seconds(v[k]) for k in _KINDS),
-                         bl.ratio(v["api"], v["floor"]), bl.ratio(v["api"], v["per_term"]),
+                         bl.ratio(v["api"], v["floor"]), bl.ratio(v["server"], v["floor"]),
+                         bl.ratio(v["api"], v["per_term"]),
                          bl.seconds(c["api"]), bl.ratio(c["api"], c["floor"])])
         print(bl.markdown_table(
-            ["repo", "files", "API", "CLI", "rg floor", "rg per term, capped",
-             "API / floor", "API / per-term", "API CPU", "API / floor, CPU"],
+            ["repo", "files", "API", "server", "CLI", "rg floor", "rg per term, capped",
+             "API / floor", "server / floor", "API / per-term", "API CPU",
+             "API / floor, CPU"],
             rows,
         ))
         print()

@@ -225,26 +225,10 @@ def indexing_progress() -> Iterator[Callable[[int, int], None]]:
 
 
 def show_retrieval(result: Retrieval) -> None:
+    from ctx04_core.candidate_table import candidate_table
+
     console = Console()
-    table = Table(title=f"ctx04: {len(result.candidates)} ranked candidates", title_justify="left")
-    table.add_column("rank", justify="right")
-    table.add_column("path:lines", overflow="fold", ratio=3)
-    table.add_column("qualname", overflow="fold", ratio=3)
-    table.add_column("sources", ratio=2)
-    table.add_column("score", justify="right")
-    table.add_column("tokens", justify="right")
-    table.add_column("included", justify="center")
-    shown = {e.excerpt.ranked.rank: e for e in result.context.entries}
-    for ranked in result.candidates:
-        c = ranked.candidate
-        entry = shown.get(ranked.rank)
-        included = bool(entry and entry.included)
-        table.add_row(
-            str(ranked.rank), f"{c.span.path}:{c.span.start_line}-{c.span.end_line}",
-            c.qualname or "", ", ".join(c.sources), f"{ranked.score:.3f}",
-            str(entry.tokens) if entry else "0", "[green]yes[/]" if included else "no",
-        )
-    console.print(table)
+    console.print(candidate_table(result.candidates, result.context.entries, console.width))
     console.print()
     # The slice is shown as the model sees it: no markup, no re-wrapping.
     console.print(Text(result.context.text), soft_wrap=True)
@@ -383,6 +367,61 @@ def plugins(disable: DisableOption = None) -> None:
             "[green]yes[/]" if info.enabled else "[red]no[/]",
         )
     Console().print(table)
+
+
+@app.command()
+def mcp(
+    repo: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--repo", "-r",
+            help="A repository the server may read (repeatable); the first is the default. "
+            "Without one: the client's roots, else the current folder.",
+        ),
+    ] = None,
+    http: Annotated[
+        str | None,
+        typer.Option(
+            "--http", metavar="HOST:PORT",
+            help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio.",
+        ),
+    ] = None,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Also append each retrieval's record to this JSON Lines file "
+            "(`vet` always checks against the server's own memory of them).",
+        ),
+    ] = None,
+    index_dir: IndexDirOption = None,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", min=0.1, help="Seconds a call may take before it fails."),
+    ] = 300.0,
+) -> None:
+    """Serve retrieve, vet, index and plugins to agents over the Model Context Protocol.
+
+    Stays warm between calls (plugins, tokenizer, each repository's open
+    index) and still sees every edit made between them. stdio by default, as
+    agents start it; stops when stdin closes or on SIGTERM.
+
+    Example: claude mcp add ctx04 -- ctx04 mcp --repo /path/to/repo
+    """
+    from ctx04_core.mcp_server import Session, serve
+    from ctx04_core.repository import resolve_root
+
+    address = None
+    if http is not None:
+        host, _, port = http.rpartition(":")
+        if not host or not port.isdigit():
+            fail(f"--http takes HOST:PORT, e.g. 127.0.0.1:8765, not {http!r}")
+        address = (host, int(port))
+    with bad_input_exits_2():
+        roots = [resolve_root(path) for path in repo or ()]
+    if index_dir is not None and len(roots) != 1:
+        fail("--index-dir holds one repository's index: give exactly one --repo with it")
+    serve(Session(roots, index_dir, trace, timeout), address)
 
 
 register_bench_commands(app)

@@ -64,21 +64,31 @@ def open_repo(
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[Repo, RefreshStats]:
     """Open the repository's code index and bring it up to date."""
-    globs = tuple(sorted({g for found in pm.hook.source_globs() for g in found or ()}))
     index = CodeIndex.open(root, index_dir)
     try:
-        stats = index.refresh(pm, globs, settings, progress)
+        return refreshed_repo(index, pm, settings, progress)
     except BaseException:
         index.close()
         raise
-    base, trouble = git_base(root)
+
+
+def refreshed_repo(
+    index: CodeIndex,
+    pm: pluggy.PluginManager,
+    settings: Settings,
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[Repo, RefreshStats]:
+    """Bring an open index up to date; the repository as the stages see it."""
+    globs = tuple(sorted({g for found in pm.hook.source_globs() for g in found or ()}))
+    stats = index.refresh(pm, globs, settings, progress)
+    base, trouble = git_base(index.root)
     notes = () if trouble is None else (trouble,)
     excluded = {
         path: unusable_reason(status, message, settings)
         for path, status, message in stats.failures
         if status in UNUSABLE
     }
-    return Repo(root, index, globs, settings.max_file_bytes, base, notes, excluded), stats
+    return Repo(index.root, index, globs, settings.max_file_bytes, base, notes, excluded), stats
 
 
 # Index statuses of files no stage may read; a syntax error or a language
@@ -115,44 +125,84 @@ def retrieve(
     """
     started = time.perf_counter()
     settings = settings or Settings()
+    task, latest_error, notes = checked_task(task, latest_error, settings)
+    root = resolve_root(repo)
+    pm = plugin_manager(disable=disable, only=only)
+    require_assemble(pm)
+
+    def attempt() -> Retrieval:
+        workspace, stats = open_repo(root, pm, settings, index_dir, progress)
+        try:
+            return retrieve_in(
+                workspace, stats, pm, task, latest_error=latest_error, test=test,
+                settings=settings, notes=notes, started=started,
+            )
+        finally:
+            workspace.index.close()
+
+    return rebuilt_once(attempt, lambda err: CodeIndex.discard(root, index_dir, err))
+
+
+def rebuilt_once(
+    attempt: Callable[[], Retrieval], discard: Callable[[sqlite3.DatabaseError], str]
+) -> Retrieval:
+    """``attempt()``, run again once after ``discard`` when the index proves damaged.
+
+    Damage past what opening checks (a page a query reads): the index is a
+    cache, so it is moved aside and rebuilt; the result says so.
+    """
+    try:
+        return attempt()
+    except sqlite3.DatabaseError as err:
+        if not is_corruption(err):
+            raise
+        note = discard(err)
+        result = attempt()
+        return replace(result, index=replace(result.index, recovered=note))
+
+
+def checked_task(
+    task: str, latest_error: str | None, settings: Settings
+) -> tuple[str, str | None, tuple[Diagnostic, ...]]:
+    """The task and error texts cut to their budget, and the cuts; an empty task is refused."""
     if not task.strip():
         raise TaskError("the task is empty: give the issue text, a --task-file or an --error-file")
     task, notes = _bounded(task, "task", settings)
     if latest_error is not None:
         latest_error, cut = _bounded(latest_error, "error", settings)
         notes += cut
-    root = resolve_root(repo)
-    pm = plugin_manager(disable=disable, only=only)
+    return task, latest_error, notes
+
+
+def require_assemble(pm: pluggy.PluginManager) -> None:
     if not pm.hook.assemble.get_hookimpls():
         raise PluginError("no enabled plugin implements 'assemble'; the slice cannot be built")
 
-    def attempt() -> tuple[Repo, RefreshStats, Query, StageResult]:
-        workspace, stats = open_repo(root, pm, settings, index_dir, progress)
-        try:
-            query = build_query(
-                task,
-                latest_error=latest_error,
-                repro_target=test,
-                names=workspace.index.names(),
-                settings=settings,
-                extensions=extensions_of(workspace.index.paths()),
-            )
-            return workspace, stats, query, run_stages(pm, query, workspace, settings, notes)
-        finally:
-            workspace.index.close()
 
-    try:
-        workspace, stats, query, stages = attempt()
-    except sqlite3.DatabaseError as err:
-        # Damage past what opening checks (a page a query reads): the index
-        # is a cache, so it is moved aside and rebuilt, once.
-        if not is_corruption(err):
-            raise
-        note = CodeIndex.discard(root, index_dir, err)
-        workspace, stats, query, stages = attempt()
-        stats = replace(stats, recovered=note)
+def retrieve_in(
+    workspace: Repo,
+    stats: RefreshStats,
+    pm: pluggy.PluginManager,
+    task: str,
+    *,
+    latest_error: str | None,
+    test: str | None,
+    settings: Settings,
+    notes: tuple[Diagnostic, ...],
+    started: float,
+) -> Retrieval:
+    """Query and run the stages over an opened, refreshed repository (the task checked)."""
+    query = build_query(
+        task,
+        latest_error=latest_error,
+        repro_target=test,
+        names=workspace.index.names(),
+        settings=settings,
+        extensions=extensions_of(workspace.index.paths()),
+    )
+    stages = run_stages(pm, query, workspace, settings, notes)
     return Retrieval(
-        root=root,
+        root=workspace.root,
         base=workspace.base,
         query=query,
         settings=settings,

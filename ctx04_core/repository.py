@@ -98,10 +98,19 @@ class Repo:
         self.max_file_bytes = max_file_bytes
         self.base = base  # git HEAD when git could tell
         self._opening = diagnostics
+        self._excluded = excluded
         # Files the index already found unusable (path -> reason) are refused
         # up front: they are part of what the slice cannot show.
         self._sources: dict[str, SourceFile | None] = dict.fromkeys(excluded)
         self._refused = {path: Diagnostic("excluded", why, path) for path, why in excluded.items()}
+
+    def reopened(self) -> Repo:
+        """The same repository with no file read yet: a later retrieval reads the bytes
+        on disk then, not the ones this one saw."""
+        return Repo(
+            self.root, self.index, self.globs, self.max_file_bytes, self.base, self._opening,
+            self._excluded,
+        )
 
     @property
     def diagnostics(self) -> tuple[Diagnostic, ...]:
