@@ -51,6 +51,10 @@ CODEC: dict[str, str | bytes] = {
         "def test_body():\n"                            # 10
         "    body = Body()\n"
         "    assert body.decode(b'') == b''\n"
+        "\n"
+        "\n"
+        "class Book:\n"  # an issue's example model, defined in tests too
+        "    title = parse_header('t: x')\n"
     ),
 }
 
@@ -88,19 +92,15 @@ def test_a_test_id_leads_to_what_its_function_calls_and_imports(
     ), ())
 
 
-def test_a_test_named_by_identifier_or_file_path_is_a_seed(
-    tmp_path: Path, indexed: Indexed
-) -> None:
+def test_a_test_named_only_in_prose_is_not_a_seed(tmp_path: Path, indexed: Indexed) -> None:
     repo = indexed(make_git_repo(tmp_path / "r", CODEC))
-    assert reached(repo, query(identifiers=("test_body",))) == [
+    # A test function's name, a class defined only in tests, a test file's path.
+    q = query(identifiers=("test_body", "Book"), paths=("b/tests/test_headers.py",))
+    assert reached(repo, q) == []
+    # The same test as an id in any file, when its own file is not named right.
+    assert reached(repo, query(tests=("elsewhere/test_x.py::test_body",))) == [
         ("codec.body.Body", 1.0),
         ("codec.body.Body.decode", 1.0),
-    ]
-    # A test file the task names (as a diff writes it): everything it imports.
-    assert reached(repo, query(paths=("b/tests/test_headers.py",))) == [
-        ("codec.body.Body", 1.0),
-        ("codec.headers.parse_header", 1.0),
-        ("codec.headers.run", 1.0),
     ]
 
 
@@ -128,10 +128,11 @@ def test_the_cap_keeps_the_most_telling_targets(tmp_path: Path, indexed: Indexed
 
 def test_the_tested_signal_lifts_the_code_under_test_in_a_retrieval(tmp_path: Path) -> None:
     root = make_git_repo(tmp_path / "r", CODEC)
-    task = "test_folded_header fails on a header folded over two lines"
+    task = "a header folded over two lines is not parsed"
     settings = Settings()
-    with_tests = retrieve(task, root, settings=settings)
-    without = retrieve(task, root, settings=settings, disable=("tests",))
+    test = "tests/test_headers.py::test_folded_header"
+    with_tests = retrieve(task, root, test=test, settings=settings)
+    without = retrieve(task, root, test=test, settings=settings, disable=("tests",))
     ranked = {r.candidate.qualname: dict(r.signals) for r in with_tests.candidates}
     assert ranked["codec.headers.parse_header"]["tested"] == 1.0
     assert ranked["codec.headers.run"]["tested"] == 1.0

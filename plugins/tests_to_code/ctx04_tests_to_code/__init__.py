@@ -1,23 +1,22 @@
 """Tests to code: the definitions that the tests a task names import and call.
 
 A task that says which test fails (``--test``, a ``path::name`` id in its
-text, a test function's name, a test file's path) tells where the fault is
-only through what that test exercises: the test itself is seldom what a fix
-edits, the code it calls is.
+text) tells where the fault is only through what that test exercises: the
+test itself is seldom what a fix edits, the code it calls is.
 
-Seeds, in this order, each once:
-
-1. each test id's function (``tests/test_a.py::TestB::test_c[1]`` ->
-   ``test_c`` in that file; in any test file when that file is not indexed);
-2. each query identifier whose every definition lies in a test file;
-3. each test file the task names by path: its module.
+Seeds: each test id's function (``tests/test_a.py::TestB::test_c[1]`` ->
+``test_c`` in that file; in any test file when that file is not indexed),
+from ``--test`` and from the ids the task text writes. A test function or a
+test file the task only names in prose is not a seed: on the dev split those
+are mostly the reporter's own reproduction (``test_view``) or a file a
+proposed fix touches, and seeding them cost MRR (docs/benchmarks.md).
 
 Targets: one hop from each seed in the code index, outside test files: the
 definitions its calls name and the repository definitions it imports and
-uses (a test file: everything it imports). An import names its target
-exactly and is worth 1; a call names it by simple name, and each of the n
-definitions outside tests that share the name is worth ``1 / n``, so a test's
-``run()`` counts little and its ``parse_header()`` fully.
+uses. An import names its target exactly and is worth 1; a call names it by
+simple name, and each of the n definitions outside tests that share the name
+is worth ``1 / n``, so a test's ``run()`` counts little and its
+``parse_header()`` fully.
 
 Recall proposes the targets, best worth first, then by position; at most
 ``settings.tests_limit``, with ``Diagnostic(kind="unavailable",
@@ -38,26 +37,14 @@ SOURCE = "tests"
 
 
 def seeds(query: Query, repo: Repo) -> list[Node]:
-    """The test definitions and test modules the query names, in order, each once."""
-    index = repo.index
+    """The test definitions the query's test ids name, in order, each once."""
     found: dict[Node, None] = {}
     for test_id in query.test_names:
         path, _, rest = test_id.partition("::")
         name = rest.rsplit("::", 1)[-1].split("[", 1)[0]
-        tests = [n for n in definitions(index.lookup(name)) if is_test_path(n.span.path)]
+        tests = [n for n in definitions(repo.index.lookup(name)) if is_test_path(n.span.path)]
         in_file = [n for n in tests if _same_file(path, n.span.path)]
         found.update(dict.fromkeys(by_position(in_file or tests)))
-    for identifier in query.identifiers:
-        named = definitions(index.lookup(identifier))
-        if named and all(is_test_path(n.span.path) for n in named):
-            found.update(dict.fromkeys(by_position(named)))
-    paths = sorted(index.paths())
-    for named_path in query.file_paths:
-        for path in paths:
-            if is_test_path(path) and _same_file(named_path, path):
-                module = next((n for n in index.file_nodes(path) if n.kind == "module"), None)
-                if module is not None:
-                    found.setdefault(module)
     return list(found)
 
 
@@ -68,10 +55,9 @@ def targets(query: Query, repo: Repo) -> dict[Node, float]:
         # A call names its target by simple name: each namesake outside tests
         # shares the worth; an import names it exactly.
         reached: list[tuple[Node, float]] = []
-        if seed.kind != "module":
-            for named in callees(repo, seed):
-                code = [n for n in named if not is_test_path(n.span.path)]
-                reached += [(node, 1 / len(code)) for node in by_position(code)]
+        for named in callees(repo, seed):
+            code = [n for n in named if not is_test_path(n.span.path)]
+            reached += [(node, 1 / len(code)) for node in by_position(code)]
         code = [n for n in imported(repo, seed) if not is_test_path(n.span.path)]
         reached += [(node, 1.0) for node in by_position(code)]
         for node, value in reached:
