@@ -67,7 +67,7 @@ def indexed() -> Iterator[Callable[..., Repo]]:
 INSTALLED_PLUGINS = [
     "apidesc", "assemble", "bm25", "c", "callgraph", "cpp", "go", "history", "java",
     "javascript", "meaning", "members", "php", "pin", "prune", "python", "rerank", "ripgrep",
-    "ruby", "rust", "traceback", "typescript", "unparsed", "vet",
+    "ruby", "rust", "traceback", "typescript", "unparsed", "vet", "worker_exit",
 ]
 
 

@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ctx04_core.executors import Executor, ExecutorKind
+
 if TYPE_CHECKING:
     from ctx04_core.bench.compare import Decision, Paired
     from ctx04_core.bench.dataset import Instance
@@ -64,8 +66,26 @@ JobsOption = Annotated[
     int,
     typer.Option(
         "--jobs", "-j", min=1,
-        help="Evaluate this many instances at once, each in its own process (about one per "
-        "core); the records are the same as a serial run's, in dataset order.",
+        help="Run this many at once, each in its own local process (about one per core); "
+        "the results are the same as one after another.",
+    ),
+]
+ExecutorOption = Annotated[
+    ExecutorKind,
+    typer.Option(
+        "--executor",
+        help="local: on this machine (see --jobs); ray: as Ray tasks, needs ctx04\\[ray]. "
+        "Ray's workers are given paths, not files: they must see the repositories and "
+        "caches at the same paths as this machine (this machine's own cluster, or nodes "
+        "sharing a file system), with ctx04 installed.",
+    ),
+]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="The Ray cluster to join: auto (the one this machine belongs to) or "
+        "HOST:PORT. Without it, --executor ray starts a local cluster for the run.",
     ),
 ]
 CacheDirOption = Annotated[
@@ -106,6 +126,8 @@ def eval_command(
     assignments: SetOption = None,
     cache_dir: CacheDirOption = None,
     jobs: JobsOption = 1,
+    executor: ExecutorOption = ExecutorKind.local,
+    ray_address: RayAddressOption = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Write the per-instance records here (JSONL).")
     ] = None,
@@ -140,7 +162,7 @@ def eval_command(
 
     config = RunConfig(
         system=system.value, settings=_settings(budget, assignments), disable=tuple(disable or ()),
-        jobs=jobs, **_cache(cache_dir),
+        executor=executor_of(jobs, executor, ray_address), **_cache(cache_dir),
     )
     instances, repo_map = _inputs(dataset, repos, ids, limit)
     records = _run(instances, repo_map, config, out, system.value)
@@ -195,6 +217,8 @@ def ablate_command(
     assignments: SetOption = None,
     cache_dir: CacheDirOption = None,
     jobs: JobsOption = 1,
+    executor: ExecutorOption = ExecutorKind.local,
+    ray_address: RayAddressOption = None,
     out_dir: Annotated[
         Path | None,
         typer.Option("--out-dir", help="Write full.jsonl and no-<plugin>.jsonl here."),
@@ -218,15 +242,26 @@ def ablate_command(
         _fail("--plugins names no plugin")
     instances, repo_map = _inputs(dataset, repos, ids, limit)
     settings = _settings(budget, assignments)
+    where = executor_of(jobs, executor, ray_address)
     runs: dict[str, Summary] = {}
     for label, disable in [("full", ()), *((f"no-{n}", (n,)) for n in names)]:
-        config = RunConfig(system="ctx04", settings=settings, disable=disable, jobs=jobs,
+        config = RunConfig(system="ctx04", settings=settings, disable=disable, executor=where,
                            **_cache(cache_dir))
         records = _run(instances, repo_map, config, out_dir / f"{label}.jsonl", label)
         runs[label] = summarise(records)
     full = runs.pop("full")
     verdicts = {label: ablation_verdict(full, summary) for label, summary in runs.items()}
     _show_ablation(full, runs, verdicts)
+
+
+def executor_of(jobs: int, kind: ExecutorKind, ray_address: str | None) -> Executor:
+    """The executor the --jobs, --executor and --ray-address options choose."""
+    if kind is ExecutorKind.ray and jobs > 1:
+        _fail("--jobs is for --executor local; Ray runs as many tasks at once as the "
+              "cluster has CPUs")
+    if kind is ExecutorKind.local and ray_address is not None:
+        _fail("--ray-address needs --executor ray")
+    return Executor(kind, jobs, ray_address)
 
 
 def _settings(budget: int | None, assignments: list[str] | None) -> Settings:
@@ -263,19 +298,24 @@ def _run(
     label: str,
 ) -> list[dict[str, Any]]:
     from ctx04_core.bench.runner import RunError, run
+    from ctx04_core.executors import ExecutorError
 
-    with _progress(len(instances), label) as advance:
+    with progress(len(instances), label) as advance:
         try:
-            return run(instances, repo_map, config, out, advance)
-        except RunError as err:
+            return run(
+                instances, repo_map, config, out,
+                lambda record: advance(record["instance_id"], record["error"] is None),
+            )
+        except (RunError, ExecutorError) as err:
             _fail(str(err))
         except OSError as err:
             _fail(f"cannot write {out}: {err.strerror or err}")
 
 
 @contextmanager
-def _progress(total: int, label: str) -> Iterator[Callable[[Instance], None]]:
-    """A progress bar on stderr, one step per instance (only on a terminal)."""
+def progress(total: int, label: str) -> Iterator[Callable[[str, bool], None]]:
+    """A progress bar on stderr, one step per finished item: ``advance(name, ok)``
+    shows the item and its outcome (only on a terminal)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from ctx04_core.cli import stderr
@@ -285,10 +325,11 @@ def _progress(total: int, label: str) -> Iterator[Callable[[Instance], None]]:
         TimeElapsedColumn(), "{task.fields[last]}", console=stderr, transient=True,
         disable=not stderr.is_terminal,
     ) as bar:
-        task_id = bar.add_task(label, total=total, last="")
+        task_id = bar.add_task(escape(label), total=total, last="")
 
-        def advance(instance: Instance) -> None:
-            bar.update(task_id, advance=1, last=instance.instance_id)
+        def advance(name: str, ok: bool) -> None:
+            outcome = "[green]ok[/]" if ok else "[red]error[/]"
+            bar.update(task_id, advance=1, last=f"{escape(name)} {outcome}")
 
         yield advance
 
