@@ -27,6 +27,7 @@ from ctx04_core.bench.cli import (
     RayAddressOption,
     executor_of,
     progress,
+    running,
 )
 from ctx04_core.bench.cli import register as register_bench_commands
 from ctx04_core.executors import ExecutorKind
@@ -361,7 +362,7 @@ def index_many(
 
     from ctx04_core.bench.dataset import DatasetError, load_repo_map
     from ctx04_core.bench.trees import default_cache_dir
-    from ctx04_core.executors import ExecutorError, WorkerLost, run_tasks
+    from ctx04_core.executors import WorkerLost, run_tasks
     from ctx04_core.fleet import RepoIndexed, index_repository
     from ctx04_core.plugins import PluginError, loaded_plugins
 
@@ -374,17 +375,14 @@ def index_many(
         index_repository, index_dir=index_dir, disable=disable, tree_cache=default_cache_dir()
     )
     done: list[RepoIndexed | None] = [None] * len(entries)
-    with progress(len(entries), "indexing") as advance:
-        try:
-            for position, outcome in run_tasks(executor, task, entries):
-                name, where = entries[position]
-                row = outcome if not isinstance(outcome, WorkerLost) else RepoIndexed(
-                    name, str(where), 0, 0, 0, 0.0, "", f"worker: {outcome.message}"
-                )
-                done[position] = row
-                advance(name, row.error is None)
-        except ExecutorError as err:
-            fail(str(err))
+    with running(executor), progress(len(entries), "indexing") as advance:
+        for position, outcome in run_tasks(executor, task, entries):
+            name, where = entries[position]
+            row = outcome if not isinstance(outcome, WorkerLost) else RepoIndexed(
+                name, str(where), 0, 0, 0, 0.0, "", f"worker: {outcome.message}"
+            )
+            done[position] = row
+            advance(name, row.error is None)
     rows = [row for row in done if row is not None]
     table = Table(title=f"ctx04 index: {len(rows)} repositories", title_justify="left")
     for column in ("repository", "files", "parsed", "failed", "seconds", "index file or error"):

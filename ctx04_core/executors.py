@@ -149,37 +149,53 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
 
 
-def _on_ray(
-    ray: ModuleType, task: Callable[[Item], Result], items: Sequence[Item], address: str | None
-) -> Iterator[tuple[int, Result | WorkerLost]]:
-    import logging
-
-    from ctx04_core.plugins import DISABLE_ENV
-
-    joined = ray.is_initialized()  # an API caller's own cluster: leave it running
-    if not joined:
-        # The plugins a task loads: a worker on another node must use the
-        # driver's choice, not its own environment's.
-        env = {DISABLE_ENV: os.environ.get(DISABLE_ENV, "")}
-        try:
-            ray.init(
-                address=address, runtime_env={"env_vars": env}, include_dashboard=False,
-                log_to_driver=False, logging_level=logging.WARNING,
-            )
-        except (ConnectionError, ValueError, RuntimeError) as err:
-            where = f"at {address}" if address else "on this machine"
-            first = str(err).strip().splitlines()
-            raise ExecutorError(
-                f"cannot start or reach a Ray cluster {where}: {first[0] if first else err}"
-            ) from err
+@contextlib.contextmanager
+def session(executor: Executor) -> Iterator[None]:
+    """One Ray connection (or local cluster) for every :func:`run_tasks` inside,
+    so a command with several runs (ablate) starts or joins the cluster once.
+    Nothing to do for a local executor, nor when Ray is already initialised
+    (an API caller's own cluster, left running)."""
+    if executor.kind is not ExecutorKind.ray:
+        yield
+        return
+    ray = import_ray()
+    if ray.is_initialized():
+        yield
+        return
+    _init(ray, executor.ray_address)
     # Ray's driver prints the workers' deaths on stdout, where the caller's
     # results go, until it shuts down; they belong with the progress, on stderr.
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            yield from _ray_tasks(ray, task, items)
+            yield
         finally:
-            if not joined:
-                ray.shutdown()
+            ray.shutdown()
+
+
+def _init(ray: ModuleType, address: str | None) -> None:
+    import logging
+
+    from ctx04_core.plugins import DISABLE_ENV
+
+    # The plugins a task loads: a worker on another node must use the
+    # driver's choice, not its own environment's.
+    env = {DISABLE_ENV: os.environ.get(DISABLE_ENV, "")}
+    try:
+        ray.init(
+            address=address, runtime_env={"env_vars": env}, include_dashboard=False,
+            log_to_driver=False, logging_level=logging.WARNING,
+        )
+    except (ConnectionError, ValueError, RuntimeError) as err:
+        where = f"at {address}" if address else "on this machine"
+        first = (str(err).strip().splitlines() or [""])[0]
+        raise ExecutorError(f"cannot start or reach a Ray cluster {where}: {first}") from err
+
+
+def _on_ray(
+    ray: ModuleType, task: Callable[[Item], Result], items: Sequence[Item], address: str | None
+) -> Iterator[tuple[int, Result | WorkerLost]]:
+    with session(Executor(ExecutorKind.ray, ray_address=address)):
+        yield from _ray_tasks(ray, task, items)
 
 
 def _ray_tasks(

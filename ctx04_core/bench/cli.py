@@ -150,6 +150,10 @@ def eval_command(
 
     When the dataset gives each task's language, the metrics are also shown
     per language (with --compare: each language's deltas B − A).
+
+    With --jobs N or --executor ray the records are the same as a serial
+    run's apart from the timings, in dataset order; an instance whose worker
+    died on each of 3 attempts is recorded as an error and the run goes on.
     """
     if compare is not None:
         if dataset or repos or out:
@@ -165,7 +169,8 @@ def eval_command(
         executor=executor_of(jobs, executor, ray_address), **_cache(cache_dir),
     )
     instances, repo_map = _inputs(dataset, repos, ids, limit)
-    records = _run(instances, repo_map, config, out, system.value)
+    with running(config.executor):
+        records = _run(instances, repo_map, config, out, system.value)
     from ctx04_core.bench.metrics import METRICS, summarise, summarise_by_language
 
     title = f"{system.value}" + (f" without {', '.join(config.disable)}" if config.disable else "")
@@ -244,11 +249,12 @@ def ablate_command(
     settings = _settings(budget, assignments)
     where = executor_of(jobs, executor, ray_address)
     runs: dict[str, Summary] = {}
-    for label, disable in [("full", ()), *((f"no-{n}", (n,)) for n in names)]:
-        config = RunConfig(system="ctx04", settings=settings, disable=disable, executor=where,
-                           **_cache(cache_dir))
-        records = _run(instances, repo_map, config, out_dir / f"{label}.jsonl", label)
-        runs[label] = summarise(records)
+    with running(where):
+        for label, disable in [("full", ()), *((f"no-{n}", (n,)) for n in names)]:
+            config = RunConfig(system="ctx04", settings=settings, disable=disable,
+                               executor=where, **_cache(cache_dir))
+            records = _run(instances, repo_map, config, out_dir / f"{label}.jsonl", label)
+            runs[label] = summarise(records)
     full = runs.pop("full")
     verdicts = {label: ablation_verdict(full, summary) for label, summary in runs.items()}
     _show_ablation(full, runs, verdicts)
@@ -262,6 +268,19 @@ def executor_of(jobs: int, kind: ExecutorKind, ray_address: str | None) -> Execu
     if kind is ExecutorKind.local and ray_address is not None:
         _fail("--ray-address needs --executor ray")
     return Executor(kind, jobs, ray_address)
+
+
+@contextmanager
+def running(executor: Executor) -> Iterator[None]:
+    """The executor's session (one Ray cluster for the command); failing to start it is
+    a one-line error."""
+    from ctx04_core.executors import ExecutorError, session
+
+    try:
+        with session(executor):
+            yield
+    except ExecutorError as err:
+        _fail(str(err))
 
 
 def _settings(budget: int | None, assignments: list[str] | None) -> Settings:
@@ -298,7 +317,6 @@ def _run(
     label: str,
 ) -> list[dict[str, Any]]:
     from ctx04_core.bench.runner import RunError, run
-    from ctx04_core.executors import ExecutorError
 
     with progress(len(instances), label) as advance:
         try:
@@ -306,7 +324,7 @@ def _run(
                 instances, repo_map, config, out,
                 lambda record: advance(record["instance_id"], record["error"] is None),
             )
-        except (RunError, ExecutorError) as err:
+        except RunError as err:
             _fail(str(err))
         except OSError as err:
             _fail(f"cannot write {out}: {err.strerror or err}")
