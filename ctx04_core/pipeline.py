@@ -111,7 +111,7 @@ def retrieve(
     ``disable`` and ``only`` choose plugins by entry-point name (``only``
     loads just those); ``CTX04_DISABLE`` adds to ``disable``. A process that
     retrieves many times passes the ``plugins`` it loaded once
-    (:func:`ctx04_core.plugins.plugin_manager`) instead: the entry points are
+    (:func:`ctx04_core.plugins.loaded_plugins`) instead: the entry points are
     then not read again, so a plugin installed meanwhile cannot change or
     break the later retrievals.
     """

@@ -66,7 +66,7 @@ def run(
     ``advance`` is called with each record as it finishes.
     """
     header = _header(config)
-    task = functools.partial(_scored, repos=dict(repos), config=config, header=header)
+    task = functools.partial(evaluate, repos=dict(repos), config=config, header=header)
     outcomes = run_tasks(config.executor, task, instances)
     out.parent.mkdir(parents=True, exist_ok=True)
     done: list[dict[str, Any] | None] = [None] * len(instances)
@@ -85,13 +85,6 @@ def run(
                 sink.flush()
                 written += 1
     return [record for record in done if record is not None]
-
-
-def _scored(
-    instance: Instance, repos: Mapping[str, Path], config: RunConfig, header: _Header
-) -> dict[str, Any]:
-    """One instance's record, in this process or a worker."""
-    return evaluate(instance, repos, config, header)
 
 
 def _header(config: RunConfig) -> _Header:
@@ -141,6 +134,7 @@ def _failed(instance: Instance, header: _Header, error: str | None) -> dict[str,
 def evaluate(
     instance: Instance, repos: Mapping[str, Path], config: RunConfig, header: _Header
 ) -> dict[str, Any]:
+    """One instance's record, in this process or a worker."""
     record = _failed(instance, header, None)
     stage = "plugins"
     try:
