@@ -21,9 +21,19 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from ctx04_core.bench.cli import (
+    ExecutorOption,
+    JobsOption,
+    RayAddressOption,
+    executor_of,
+    progress,
+    running,
+)
 from ctx04_core.bench.cli import register as register_bench_commands
+from ctx04_core.executors import ExecutorKind
 
 if TYPE_CHECKING:
+    from ctx04_core.executors import Executor
     from ctx04_core.pipeline import Retrieval
 
 app = typer.Typer(
@@ -259,14 +269,40 @@ def index(
             "index is moved aside and rebuilt.",
         ),
     ] = False,
+    repos: Annotated[
+        Path | None,
+        typer.Option(
+            "--repos",
+            help='Index many repositories instead: JSON mapping "owner/name" to a folder, '
+            "or to a git directory (indexed at its HEAD), as `ctx04 eval --repos`.",
+        ),
+    ] = None,
+    jobs: JobsOption = 1,
+    executor: ExecutorOption = ExecutorKind.local,
+    ray_address: RayAddressOption = None,
 ) -> None:
-    """Build or refresh the code index of a repository.
+    """Build or refresh the code index of a repository, or of many (--repos).
 
     Only files whose bytes changed since the last run are parsed again. The
     index lives in the per-user cache folder (see --index-dir); `ctx04
     retrieve` refreshes it by itself, so this command is for warming it up,
     for seeing what was indexed and, with --check, for repairing it.
+
+    With --repos, each repository gets its own index (with --index-dir, in a
+    folder per repository), indexed on the chosen executor; a table gives
+    files, parsed, failed and seconds per repository. Exit 1 when one could
+    not be indexed.
+
+    Example: ctx04 index --repos repos.json --jobs 2
     """
+    where = executor_of(jobs, executor, ray_address)
+    if repos is not None:
+        if check or repo != Path("."):
+            fail("--repos indexes the repositories of its map; it takes no --repo or --check")
+        index_many(repos, index_dir, tuple(disable or ()), where)
+        return
+    if where.kind is ExecutorKind.ray or where.jobs > 1:
+        fail("--jobs and --executor are for --repos")
     from ctx04_core.index import CodeIndex
     from ctx04_core.pipeline import open_repo
     from ctx04_core.plugins import plugin_manager
@@ -304,6 +340,52 @@ def index(
     if len(stats.failures) > 20:
         console.print(f"  … and {len(stats.failures) - 20} more (see --format json of retrieve)")
     console.print(f"[dim]index file: {opened.index.path}[/]")
+
+
+def index_many(
+    repos: Path, index_dir: Path | None, disable: tuple[str, ...], executor: Executor
+) -> None:
+    import functools
+
+    from ctx04_core.bench.dataset import DatasetError, load_repo_map
+    from ctx04_core.bench.trees import default_cache_dir
+    from ctx04_core.executors import WorkerLost, run_tasks
+    from ctx04_core.fleet import RepoIndexed, index_repository
+    from ctx04_core.plugins import PluginError, loaded_plugins
+
+    try:
+        entries = list(load_repo_map(repos).items())
+        loaded_plugins(disable)  # an unknown name fails here, once, not in every row
+    except (DatasetError, PluginError) as err:
+        fail(str(err))
+    task = functools.partial(
+        index_repository, index_dir=index_dir, disable=disable, tree_cache=default_cache_dir()
+    )
+    done: list[RepoIndexed | None] = [None] * len(entries)
+    with running(executor), progress(len(entries), "indexing") as advance:
+        for position, outcome in run_tasks(executor, task, entries):
+            name, where = entries[position]
+            row = outcome if not isinstance(outcome, WorkerLost) else RepoIndexed(
+                name, str(where), 0, 0, 0, 0.0, "", f"worker: {outcome.message}"
+            )
+            done[position] = row
+            advance(name, row.error is None)
+    rows = [row for row in done if row is not None]
+    table = Table(title=f"ctx04 index: {len(rows)} repositories", title_justify="left")
+    for column in ("repository", "files", "parsed", "failed", "seconds", "index file or error"):
+        table.add_column(column, justify="left" if column[0] in "ri" else "right",
+                         overflow="fold")
+    for row in rows:
+        table.add_row(
+            escape(row.name), str(row.files), str(row.parsed), str(row.failed),
+            f"{row.seconds:.2f}",
+            f"[red]{escape(row.error)}[/]" if row.error else escape(row.index_file),
+        )
+    Console().print(table)
+    errored = sum(row.error is not None for row in rows)
+    if errored:
+        stderr.print(f"ctx04 index: {errored} of {len(rows)} repositories not indexed")
+        raise typer.Exit(1)
 
 
 @app.command()

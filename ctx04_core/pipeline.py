@@ -117,17 +117,24 @@ def retrieve(
     only: Iterable[str] | None = None,
     index_dir: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
+    plugins: pluggy.PluginManager | None = None,
 ) -> Retrieval:
     """Retrieve the context slice for ``task`` from the repository at ``repo``.
 
     ``disable`` and ``only`` choose plugins by entry-point name (``only``
-    loads just those); ``CTX04_DISABLE`` adds to ``disable``.
+    loads just those); ``CTX04_DISABLE`` adds to ``disable``. A process that
+    retrieves many times passes the ``plugins`` it loaded once
+    (:func:`ctx04_core.plugins.loaded_plugins`) instead: the entry points are
+    then not read again, so a plugin installed meanwhile cannot change or
+    break the later retrievals.
     """
     started = time.perf_counter()
     settings = settings or Settings()
     task, latest_error, notes = checked_task(task, latest_error, settings)
     root = resolve_root(repo)
-    pm = plugin_manager(disable=disable, only=only)
+    if plugins is not None and (tuple(disable) or only is not None):
+        raise ValueError("retrieve: give loaded plugins or disable/only, not both")
+    pm = plugins if plugins is not None else plugin_manager(disable=disable, only=only)
     require_assemble(pm)
 
     def attempt() -> Retrieval:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -59,12 +60,28 @@ def plugin_manager(
     return pm
 
 
+def loaded_plugins(disable: Iterable[str] = ()) -> pluggy.PluginManager:
+    """:func:`plugin_manager` loaded once per process (per disable list and
+    ``CTX04_DISABLE``), for a process that runs many tasks: a plugin installed
+    while it runs is not picked up halfway, nor can it break the later tasks."""
+    return _loaded(tuple(sorted(set(disable) | disabled_from_env())))
+
+
+@functools.cache
+def _loaded(disabled: tuple[str, ...]) -> pluggy.PluginManager:
+    return plugin_manager(disable=disabled)
+
+
 def enabled_plugins(pm: pluggy.PluginManager) -> tuple[str, ...]:
-    """Names of the loaded (not blocked) entry-point plugins, sorted."""
-    installed = installed_entry_points()
-    return tuple(
-        sorted(name for name, plugin in pm.list_name_plugin() if plugin and name in installed)
-    )
+    """Names of the loaded (not blocked) entry-point plugins, sorted.
+
+    Read from what ``pm`` loaded, not from the installed entry points again:
+    a plugin installed since then is not part of ``pm``.
+    """
+    return tuple(sorted(
+        name for plugin, _ in pm.list_plugin_distinfo()
+        if pm.is_registered(plugin) and (name := pm.get_name(plugin)) is not None
+    ))
 
 
 def _check_known(names: set[str], installed: dict[str, EntryPoint]) -> None:

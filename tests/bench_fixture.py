@@ -11,15 +11,20 @@ another language gives for it, for gold and BM25 documents without that parser.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from conftest import GIT_ENV, write_files
 
 from ctx04_core.types import Node, Span
 
 REPO = "acme/calc"
+CTX04 = str(Path(sys.executable).parent / "ctx04")
+TIMINGS = ("seconds", "index_seconds", "tree_seconds")  # what differs between equal runs
 
 OPS_A = '''"""Arithmetic helpers."""
 import math
@@ -173,3 +178,79 @@ SHAPES_NODES = (
     node("shapes.Shape", "trait", 15, 17),
     node("shapes.Shape.area", "method", 16, 16),
 )
+
+
+# A second repository for runs of several instances over several repositories
+# (issue 15's executors): each fix is the next commit, so each instance has
+# its own base commit and tree.
+SHOP_REPO = "acme/shop"
+SHOP_FIXES = [
+    ("acme__shop-1", "shop/cart.py",
+     "    def remove(self, sku: str) -> None:\n",
+     "    def remove(self, sku: str) -> None:\n"
+     "        \"\"\"Drop the sku and give its units back.\"\"\"\n",
+     "Cart.remove does not give the stock back\n\nAfter Cart.remove(sku) the inventory "
+     "still counts the reserved units of that sku."),
+    ("acme__shop-2", "shop/pricing.py",
+     "    rate = COUPONS.get(code, 0.0)\n",
+     "    rate = COUPONS[code]\n",
+     "apply_discount ignores an unknown coupon code\n\nA typo in the coupon code passed to "
+     "apply_discount silently gives no discount; it should raise KeyError."),
+    ("acme__shop-3", "shop/shipping.py",
+     "    return 4.5 + 1.2 * weight_kg\n",
+     "    return round(4.5 + 1.2 * weight_kg, 2)\n",
+     "shipping_cost returns amounts with many decimals\n\nshipping_cost(10, 0.3) gives "
+     "4.859999999 instead of 4.86."),
+]
+
+
+def build_fleet(tmp: Path) -> Bench:
+    """The two calc instances and three over a second repository, ``acme/shop``: five."""
+    from conftest import SHOP
+
+    calc = build(tmp)
+    root = tmp / "shop"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    write_files(root, SHOP)
+    base = commit_all(root, "shop")
+    lines = [calc.dataset.read_text()]
+    for iid, path, old, new, task in SHOP_FIXES:
+        text = (root / path).read_text()
+        assert old in text, (path, old)
+        write_files(root, {path: text.replace(old, new)})
+        fix = commit_all(root, iid)
+        lines.append(json.dumps({
+            "instance_id": iid, "repo": SHOP_REPO, "base_commit": base,
+            "problem_statement": task, "patch": git(root, "diff", base, fix),
+        }) + "\n")
+        base = fix
+    dataset = tmp / "fleet.jsonl"
+    dataset.write_text("".join(lines))
+    repos = tmp / "fleet-repos.json"
+    repos.write_text(json.dumps({REPO: str(calc.repo / ".git"), SHOP_REPO: str(root / ".git")}))
+    return Bench(calc.repo, calc.commits, dataset, repos)
+
+
+def cli_env(tmp: Path) -> dict[str, str]:
+    """The environment of the CLI runs a module-scoped fixture makes: the per-test
+    cache isolation has not run yet there, so the caches go under ``tmp`` here."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "xdg"), "COLUMNS": "200"}
+    env.pop("CTX04_DISABLE", None)
+    return env
+
+
+def ctx04(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [CTX04, *map(str, args)], capture_output=True, text=True, check=False, env=env,
+        timeout=300,
+    )
+
+
+def records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def untimed(path: Path) -> list[dict[str, Any]]:
+    """The records of a run without their timings."""
+    return [{k: v for k, v in r.items() if k not in TIMINGS} for r in records(path)]

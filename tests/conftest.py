@@ -72,7 +72,7 @@ def indexed() -> Iterator[Callable[..., Repo]]:
 INSTALLED_PLUGINS = [
     "apidesc", "assemble", "bm25", "c", "callgraph", "cpp", "door", "go", "history", "java",
     "javascript", "meaning", "members", "php", "pin", "prune", "python", "rerank", "ripgrep",
-    "ruby", "rust", "tests", "traceback", "typescript", "unparsed", "vet",
+    "ruby", "rust", "tests", "traceback", "typescript", "unparsed", "vet", "worker_exit",
 ]
 
 

@@ -8,20 +8,15 @@ gold and shown lines.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-from bench_fixture import Bench, build
+from bench_fixture import Bench, build, cli_env, ctx04, records
 
 from ctx04_core.bench.metrics import METRICS
-
-CTX04 = str(Path(sys.executable).parent / "ctx04")
 
 
 @dataclass(frozen=True)
@@ -33,29 +28,17 @@ class Runs:
     bm25: subprocess.CompletedProcess[str]
 
 
-def ctx04(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [CTX04, *map(str, args)], capture_output=True, text=True, check=False, env=env
-    )
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     tmp = tmp_path_factory.mktemp("bench")
     bench = build(tmp)
-    # Module-scoped, so the per-test cache isolation has not run yet: isolate here.
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "xdg"), "COLUMNS": "200"}
-    env.pop("CTX04_DISABLE", None)
+    env = cli_env(tmp)
     common = ("--dataset", bench.dataset, "--repos", bench.repos, "--cache-dir", tmp / "trees")
     return Runs(
         bench, tmp, env,
         ctx04(env, "eval", *common, "--out", tmp / "ctx04.jsonl"),
         ctx04(env, "eval", *common, "--system", "bm25", "--out", tmp / "bm25.jsonl"),
     )
-
-
-def records(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def table(stdout: str) -> dict[str, list[str]]:
@@ -134,24 +117,6 @@ def test_eval_gives_each_tree_its_history_up_to_the_base(runs: Runs) -> None:
     assert {(r["path"], r["signals"]["history"]) for r in second["ranked"]} == {
         ("calc/ops.py", 1.0)
     }
-
-
-TIMINGS = ("seconds", "index_seconds", "tree_seconds")
-
-
-def test_eval_with_jobs_equals_the_serial_run(runs: Runs) -> None:
-    common = ("--dataset", runs.bench.dataset, "--repos", runs.bench.repos,
-              "--cache-dir", runs.tmp / "trees")
-    done = ctx04(runs.env, "eval", *common, "--jobs", "2", "--out", runs.tmp / "jobs.jsonl")
-    assert done.returncode == 0, done.stderr
-
-    def untimed(path: Path) -> list[dict[str, Any]]:
-        return [{k: v for k, v in r.items() if k not in TIMINGS} for r in records(path)]
-
-    assert untimed(runs.tmp / "jobs.jsonl") == untimed(runs.tmp / "ctx04.jsonl")
-    assert [r["instance_id"] for r in records(runs.tmp / "jobs.jsonl")] == [
-        "acme__calc-1", "acme__calc-2",
-    ]
 
 
 def test_eval_bm25(runs: Runs) -> None:

@@ -8,6 +8,7 @@ from bench_fixture import SHAPES_NODES, node
 from conftest import make_git_repo
 
 from ctx04_core.bench.systems import file_documents, run_bm25
+from ctx04_core.plugins import plugin_manager
 from ctx04_core.settings import Settings
 from ctx04_core.types import Node, Span
 
@@ -62,7 +63,7 @@ def test_bm25_ranks_chunks_of_a_file_that_does_not_parse(tmp_path: Path) -> None
         "ok.py": "def refill():\n    return 'quota'\n",
         "broken.py": BROKEN,  # an indented line 65: a syntax error
     })
-    answer = run_bm25("the quota is wrong", root, Settings())
+    answer = run_bm25("the quota is wrong", root, Settings(), plugin_manager())
     assert [(r.rank, r.path, r.qualname, r.kind, r.start_line, r.end_line, r.included)
             for r in answer.ranked] == [
         (1, "ok.py", "ok.refill", "function", 1, 2, True),

@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ctx04_core.executors import Executor, ExecutorKind
+
 if TYPE_CHECKING:
     from ctx04_core.bench.compare import Decision, Paired
     from ctx04_core.bench.dataset import Instance
@@ -64,8 +66,26 @@ JobsOption = Annotated[
     int,
     typer.Option(
         "--jobs", "-j", min=1,
-        help="Evaluate this many instances at once, each in its own process (about one per "
-        "core); the records are the same as a serial run's, in dataset order.",
+        help="Run this many at once, each in its own local process (about one per core); "
+        "the results are the same as one after another.",
+    ),
+]
+ExecutorOption = Annotated[
+    ExecutorKind,
+    typer.Option(
+        "--executor",
+        help="local: on this machine (see --jobs); ray: as Ray tasks, needs ctx04\\[ray]. "
+        "Ray's workers are given paths, not files: they must see the repositories and "
+        "caches at the same paths as this machine (this machine's own cluster, or nodes "
+        "sharing a file system), with ctx04 installed.",
+    ),
+]
+RayAddressOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ray-address",
+        help="The Ray cluster to join: auto (the one this machine belongs to) or "
+        "HOST:PORT. Without it, --executor ray starts a local cluster for the run.",
     ),
 ]
 CacheDirOption = Annotated[
@@ -106,6 +126,8 @@ def eval_command(
     assignments: SetOption = None,
     cache_dir: CacheDirOption = None,
     jobs: JobsOption = 1,
+    executor: ExecutorOption = ExecutorKind.local,
+    ray_address: RayAddressOption = None,
     out: Annotated[
         Path | None, typer.Option("--out", help="Write the per-instance records here (JSONL).")
     ] = None,
@@ -128,6 +150,10 @@ def eval_command(
 
     When the dataset gives each task's language, the metrics are also shown
     per language (with --compare: each language's deltas B − A).
+
+    With --jobs N or --executor ray the records are the same as a serial
+    run's apart from the timings, in dataset order; an instance whose worker
+    died on each of 3 attempts is recorded as an error and the run goes on.
     """
     if compare is not None:
         if dataset or repos or out:
@@ -140,10 +166,11 @@ def eval_command(
 
     config = RunConfig(
         system=system.value, settings=_settings(budget, assignments), disable=tuple(disable or ()),
-        jobs=jobs, **_cache(cache_dir),
+        executor=executor_of(jobs, executor, ray_address), **_cache(cache_dir),
     )
     instances, repo_map = _inputs(dataset, repos, ids, limit)
-    records = _run(instances, repo_map, config, out, system.value)
+    with running(config.executor):
+        records = _run(instances, repo_map, config, out, system.value)
     from ctx04_core.bench.metrics import METRICS, summarise, summarise_by_language
 
     title = f"{system.value}" + (f" without {', '.join(config.disable)}" if config.disable else "")
@@ -195,6 +222,8 @@ def ablate_command(
     assignments: SetOption = None,
     cache_dir: CacheDirOption = None,
     jobs: JobsOption = 1,
+    executor: ExecutorOption = ExecutorKind.local,
+    ray_address: RayAddressOption = None,
     out_dir: Annotated[
         Path | None,
         typer.Option("--out-dir", help="Write full.jsonl and no-<plugin>.jsonl here."),
@@ -218,15 +247,40 @@ def ablate_command(
         _fail("--plugins names no plugin")
     instances, repo_map = _inputs(dataset, repos, ids, limit)
     settings = _settings(budget, assignments)
+    where = executor_of(jobs, executor, ray_address)
     runs: dict[str, Summary] = {}
-    for label, disable in [("full", ()), *((f"no-{n}", (n,)) for n in names)]:
-        config = RunConfig(system="ctx04", settings=settings, disable=disable, jobs=jobs,
-                           **_cache(cache_dir))
-        records = _run(instances, repo_map, config, out_dir / f"{label}.jsonl", label)
-        runs[label] = summarise(records)
+    with running(where):
+        for label, disable in [("full", ()), *((f"no-{n}", (n,)) for n in names)]:
+            config = RunConfig(system="ctx04", settings=settings, disable=disable,
+                               executor=where, **_cache(cache_dir))
+            records = _run(instances, repo_map, config, out_dir / f"{label}.jsonl", label)
+            runs[label] = summarise(records)
     full = runs.pop("full")
     verdicts = {label: ablation_verdict(full, summary) for label, summary in runs.items()}
     _show_ablation(full, runs, verdicts)
+
+
+def executor_of(jobs: int, kind: ExecutorKind, ray_address: str | None) -> Executor:
+    """The executor the --jobs, --executor and --ray-address options choose."""
+    if kind is ExecutorKind.ray and jobs > 1:
+        _fail("--jobs is for --executor local; Ray runs as many tasks at once as the "
+              "cluster has CPUs")
+    if kind is ExecutorKind.local and ray_address is not None:
+        _fail("--ray-address needs --executor ray")
+    return Executor(kind, jobs, ray_address)
+
+
+@contextmanager
+def running(executor: Executor) -> Iterator[None]:
+    """The executor's session (one Ray cluster for the command); failing to start it is
+    a one-line error."""
+    from ctx04_core.executors import ExecutorError, session
+
+    try:
+        with session(executor):
+            yield
+    except ExecutorError as err:
+        _fail(str(err))
 
 
 def _settings(budget: int | None, assignments: list[str] | None) -> Settings:
@@ -264,9 +318,12 @@ def _run(
 ) -> list[dict[str, Any]]:
     from ctx04_core.bench.runner import RunError, run
 
-    with _progress(len(instances), label) as advance:
+    with progress(len(instances), label) as advance:
         try:
-            return run(instances, repo_map, config, out, advance)
+            return run(
+                instances, repo_map, config, out,
+                lambda record: advance(record["instance_id"], record["error"] is None),
+            )
         except RunError as err:
             _fail(str(err))
         except OSError as err:
@@ -274,8 +331,9 @@ def _run(
 
 
 @contextmanager
-def _progress(total: int, label: str) -> Iterator[Callable[[Instance], None]]:
-    """A progress bar on stderr, one step per instance (only on a terminal)."""
+def progress(total: int, label: str) -> Iterator[Callable[[str, bool], None]]:
+    """A progress bar on stderr, one step per finished item: ``advance(name, ok)``
+    shows the item and its outcome (only on a terminal)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     from ctx04_core.cli import stderr
@@ -285,10 +343,11 @@ def _progress(total: int, label: str) -> Iterator[Callable[[Instance], None]]:
         TimeElapsedColumn(), "{task.fields[last]}", console=stderr, transient=True,
         disable=not stderr.is_terminal,
     ) as bar:
-        task_id = bar.add_task(label, total=total, last="")
+        task_id = bar.add_task(escape(label), total=total, last="")
 
-        def advance(instance: Instance) -> None:
-            bar.update(task_id, advance=1, last=instance.instance_id)
+        def advance(name: str, ok: bool) -> None:
+            outcome = "[green]ok[/]" if ok else "[red]error[/]"
+            bar.update(task_id, advance=1, last=f"{escape(name)} {outcome}")
 
         yield advance
 

@@ -51,7 +51,11 @@ def load_instances(
 
 
 def load_repo_map(path: Path) -> dict[str, Path]:
-    """``{"owner/name": "/path/to/git-dir"}``; relative paths are taken from the map's folder."""
+    """``{"owner/name": "/path/to/git-dir"}``; relative paths are taken from the map's folder.
+
+    The paths returned are absolute: git runs in other folders, and workers
+    on other machines (``--executor ray``) are given them as they are.
+    """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as err:
@@ -62,7 +66,9 @@ def load_repo_map(path: Path) -> dict[str, Path]:
         isinstance(k, str) and isinstance(v, str) for k, v in data.items()
     ):
         raise DatasetError(f"{path}: expected an object mapping owner/name to a git directory")
-    return {repo: path.parent / Path(where).expanduser() for repo, where in data.items()}
+    return {
+        repo: (path.parent / Path(where).expanduser()).absolute() for repo, where in data.items()
+    }
 
 
 def _lines(path: Path) -> list[str]:

@@ -2,7 +2,8 @@
 
 Each instance is one JSON line in the output file, written as soon as it is
 scored, so a long run's finished instances survive an interruption. An
-instance whose tree, gold or retrieval fails is recorded with its ``error``
+instance whose tree, gold or retrieval fails, or whose worker died on every
+attempt (see :mod:`ctx04_core.executors`), is recorded with its ``error``
 and scored as a retrieval that returned nothing; the run goes on.
 """
 
@@ -10,9 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
-import multiprocessing
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,8 @@ from ctx04_core.bench.gold import gold_from_patch, runs
 from ctx04_core.bench.metrics import FAILED, Answer, score
 from ctx04_core.bench.systems import BM25_SETTINGS, SYSTEMS, run_bm25, run_ctx04
 from ctx04_core.bench.trees import default_cache_dir, materialise, tree_dir
-from ctx04_core.plugins import PluginError, disabled_from_env, enabled_plugins, plugin_manager
+from ctx04_core.executors import Executor, WorkerLost, run_tasks
+from ctx04_core.plugins import PluginError, disabled_from_env, enabled_plugins, loaded_plugins
 from ctx04_core.settings import Settings
 
 
@@ -38,7 +38,8 @@ class RunConfig:
     settings: Settings = field(default_factory=Settings)
     disable: tuple[str, ...] = ()
     cache_dir: Path = field(default_factory=default_cache_dir)
-    jobs: int = 1  # worker processes; each instance is independent of the others
+    # Where the instances run; each is independent of the others.
+    executor: Executor = field(default_factory=Executor)
 
 
 @dataclass(frozen=True)
@@ -56,61 +57,34 @@ def run(
     repos: Mapping[str, Path],
     config: RunConfig,
     out: Path,
-    advance: Callable[[Instance], None] | None = None,
+    advance: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Evaluate every instance, writing one record a line to ``out``; returns the records.
 
-    With ``config.jobs`` > 1 the instances run in that many worker processes;
-    records are written in dataset order all the same, each as soon as it and
-    every one before it are done.
+    The instances run on ``config.executor``; records are written in dataset
+    order all the same, each as soon as it and every one before it are done.
+    ``advance`` is called with each record as it finishes.
     """
     header = _header(config)
+    task = functools.partial(evaluate, repos=dict(repos), config=config, header=header)
+    outcomes = run_tasks(config.executor, task, instances)
     out.parent.mkdir(parents=True, exist_ok=True)
     done: list[dict[str, Any] | None] = [None] * len(instances)
     written = 0
     with out.open("w", encoding="utf-8") as sink:
-        for index, record in _evaluated(instances, repos, config, header):
+        for index, outcome in outcomes:
+            record = (
+                _failed(instances[index], header, f"worker: {outcome.message}")
+                if isinstance(outcome, WorkerLost) else outcome
+            )
             done[index] = record
             if advance is not None:
-                advance(instances[index])
+                advance(record)
             while written < len(done) and (ready := done[written]) is not None:
                 sink.write(json.dumps(ready, ensure_ascii=False) + "\n")
                 sink.flush()
                 written += 1
     return [record for record in done if record is not None]
-
-
-def _evaluated(
-    instances: Sequence[Instance], repos: Mapping[str, Path], config: RunConfig, header: _Header
-) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(position, record) of each instance, in the order they finish."""
-    if config.jobs <= 1:
-        for index, instance in enumerate(instances):
-            yield index, _scored(instance, repos, config, header)
-        return
-    # spawn, not fork: the parent may run a progress thread, and a forked
-    # child would inherit its locks.
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=config.jobs, mp_context=context) as pool:
-        futures = {
-            pool.submit(_scored, instance, dict(repos), config, header): index
-            for index, instance in enumerate(instances)
-        }
-        for future in as_completed(futures):
-            yield futures[future], future.result()
-
-
-def _scored(
-    instance: Instance, repos: Mapping[str, Path], config: RunConfig, header: _Header
-) -> dict[str, Any]:
-    """One instance's record, in this process or a worker (which loads its own plugins)."""
-    return evaluate(instance, repos, config, header, _gold_plugins())
-
-
-@functools.cache
-def _gold_plugins() -> pluggy.PluginManager:
-    """The plugins the gold is derived with: all installed, whatever the system disables."""
-    return plugin_manager()
 
 
 def _header(config: RunConfig) -> _Header:
@@ -127,31 +101,45 @@ def _header(config: RunConfig) -> _Header:
             raise RunError("--disable chooses ctx04's plugins; the bm25 baseline has none")
         settings = {**BM25_SETTINGS, "budget_tokens": config.settings.budget_tokens}
         return _Header(config.system, [], [], settings)
+    disabled = sorted(set(config.disable) | disabled_from_env())
     try:
-        pm = plugin_manager(disable=config.disable)
+        pm = loaded_plugins(disabled)
     except PluginError as err:
         raise RunError(str(err)) from err
-    disabled = sorted(set(config.disable) | disabled_from_env())
     return _Header(config.system, disabled, list(enabled_plugins(pm)), config.settings.to_json())
 
 
-def evaluate(
-    instance: Instance,
-    repos: Mapping[str, Path],
-    config: RunConfig,
-    header: _Header,
-    gold_pm: pluggy.PluginManager,
-) -> dict[str, Any]:
-    record: dict[str, Any] = {
+def _system_plugins(system: str, header: _Header) -> pluggy.PluginManager:
+    if system == "bm25":
+        return loaded_plugins()  # the baseline's parsers: all installed
+    pm = loaded_plugins(header.disabled)
+    if list(enabled_plugins(pm)) != header.plugins:
+        # A worker on another machine, or started after a plugin was installed.
+        raise RunError(f"this worker's plugins differ: {', '.join(enabled_plugins(pm))}")
+    return pm
+
+
+def _failed(instance: Instance, header: _Header, error: str | None) -> dict[str, Any]:
+    """The record of an instance that has no answer: scored as a retrieval that returned nothing."""
+    return {
         "instance_id": instance.instance_id, "repo": instance.repo,
         "language": instance.language, "base_commit": instance.base_commit, "system": header.system,
         "disabled": header.disabled, "plugins": header.plugins, "settings": header.settings,
         "gold": None, "ranked": [], "shown": [], "metrics": dict(FAILED), "tokens": 0,
         "seconds": None, "index_seconds": None, "tree_seconds": None, "missing_blobs": [],
-        "door": None, "error": None,
+        "door": None, "error": error,
     }
-    stage = "tree"
+
+
+def evaluate(
+    instance: Instance, repos: Mapping[str, Path], config: RunConfig, header: _Header
+) -> dict[str, Any]:
+    """One instance's record, in this process or a worker."""
+    record = _failed(instance, header, None)
+    stage = "plugins"
     try:
+        pm = _system_plugins(config.system, header)
+        stage = "tree"
         git_dir = repos.get(instance.repo)
         if git_dir is None:
             raise LookupError(f"{instance.repo} is not in the repo map")
@@ -160,10 +148,11 @@ def evaluate(
         record["tree_seconds"] = round(tree.seconds, 3)
         record["missing_blobs"] = list(tree.missing)
         stage = "gold"
-        gold = gold_from_patch(instance.patch, tree.root, gold_pm)
+        # The gold's parsers: all installed, whatever the system disables.
+        gold = gold_from_patch(instance.patch, tree.root, loaded_plugins())
         record["gold"] = gold.to_json()
         stage = "retrieval"
-        answer = _answer(instance, tree.root, git_dir, config)
+        answer = _answer(instance, tree.root, git_dir, config, pm)
     # One instance's failure, whatever it is, must not end a run of hundreds.
     except Exception as err:
         record["error"] = f"{stage}: {type(err).__name__}: {err}"
@@ -183,13 +172,15 @@ def evaluate(
     return record
 
 
-def _answer(instance: Instance, root: Path, git_dir: Path, config: RunConfig) -> Answer:
+def _answer(
+    instance: Instance, root: Path, git_dir: Path, config: RunConfig, pm: pluggy.PluginManager
+) -> Answer:
     task = instance.problem_statement
     if config.system == "bm25":
-        return run_bm25(task, root, config.settings)
+        return run_bm25(task, root, config.settings, pm)
     # The tree has no .git: its history is the clone's log up to the base
     # commit, never a later commit (the fix itself is one).
     settings = config.settings.with_overrides(
         history_git_dir=str(git_dir), history_rev=instance.base_commit
     )
-    return run_ctx04(task, root, settings, config.disable)
+    return run_ctx04(task, root, settings, pm)

@@ -23,10 +23,12 @@ with ctx04's. Documents scoring 0 (no query term) are not ranked.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+import pluggy
 
 from ctx04_core.bench.gold import own_lines
 from ctx04_core.bench.metrics import Answer, RankedItem, Shown
@@ -41,11 +43,11 @@ BM25_TOP_K = 20
 BM25_SETTINGS = {"top_k": BM25_TOP_K, "stopwords": "en", "method": "lucene", "k1": 1.5, "b": 0.75}
 
 
-def run_ctx04(task: str, root: Path, settings: Settings, disable: Iterable[str]) -> Answer:
+def run_ctx04(task: str, root: Path, settings: Settings, pm: pluggy.PluginManager) -> Answer:
     from ctx04_core.pipeline import retrieve
 
     started = time.perf_counter()
-    result = retrieve(task, root, settings=settings, disable=disable)
+    result = retrieve(task, root, settings=settings, plugins=pm)
     seconds = time.perf_counter() - started
     included = [e for e in result.context.entries if e.included]
     shown_ranks = {e.excerpt.ranked.rank for e in included}
@@ -73,12 +75,11 @@ def run_ctx04(task: str, root: Path, settings: Settings, disable: Iterable[str])
     return Answer(ranked, shown, result.context.tokens, seconds, result.index.seconds, door)
 
 
-def run_bm25(task: str, root: Path, settings: Settings) -> Answer:
+def run_bm25(task: str, root: Path, settings: Settings, pm: pluggy.PluginManager) -> Answer:
     import bm25s
 
     from ctx04_core.evidence import HEADER, heading, quoted_lines, source_ref
     from ctx04_core.pipeline import open_repo
-    from ctx04_core.plugins import plugin_manager
     from ctx04_core.repository import resolve_root
     from ctx04_core.ripgrep import list_files
     from ctx04_core.tokens import count_tokens
@@ -87,7 +88,7 @@ def run_bm25(task: str, root: Path, settings: Settings) -> Answer:
     started = time.perf_counter()
     # Repo reads only files under its root as given, so the root must be resolved.
     root = resolve_root(root)
-    repo, stats = open_repo(root, plugin_manager(), settings)
+    repo, stats = open_repo(root, pm, settings)
     try:
         docs: list[tuple[Candidate, list[tuple[int, str]]]] = []
         for path in list_files(root, repo.globs, settings.exclude_globs,
