@@ -7,7 +7,7 @@ of the 10 fixed tasks, the in-process API ``retrieve`` under three plugin
 sets, measured in the same process one after the other:
 
 - before: the stages of the session that started issue 11 (``members``,
-  ``history`` and ``meaning`` disabled);
+  ``history``, ``tests`` and ``meaning`` disabled, no ``neighbour`` signal);
 - default: what ``requirements.txt`` installs (``meaning`` disabled);
 - + meaning: everything, with the optional ``meaning`` plugin.
 
@@ -32,10 +32,11 @@ from ctx04_core.pipeline import open_repo, retrieve
 from ctx04_core.plugins import plugin_manager
 from ctx04_core.settings import Settings
 
-PLUGIN_SETS = {
-    "before": ("pin", "members", "history", "meaning"),
-    "default": ("pin", "meaning"),
-    "+ meaning": ("pin",),
+# name: (disabled plugins, setting overrides)
+PLUGIN_SETS: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
+    "before": (("pin", "members", "history", "meaning", "tests"), {"neighbour_boost": 0.0}),
+    "default": (("pin", "meaning"), {}),
+    "+ meaning": (("pin",), {}),
 }
 
 
@@ -50,9 +51,9 @@ def measure(spec: bl.RepoSpec, args: argparse.Namespace) -> list[list[str]]:
     per_set: dict[str, list[float]] = {name: [] for name in PLUGIN_SETS}
     for task in spec.tasks:
         line = []
-        for name, disabled in PLUGIN_SETS.items():
-            run = partial(retrieve, task.text, tree, settings=settings, disable=disabled,
-                          index_dir=index_dir)
+        for name, (disabled, overrides) in PLUGIN_SETS.items():
+            run = partial(retrieve, task.text, tree, settings=settings.with_overrides(**overrides),
+                          disable=disabled, index_dir=index_dir)
             stats = bl.sample(run, args.runs)
             per_set[name].append(stats.median)
             line.append(f"{name} {bl.seconds(stats.median)}")

@@ -80,6 +80,11 @@ class Settings:
     # x(1 + tested_boost / how many definitions outside tests share its name).
     tests_limit: int = 20
     tested_boost: float = 1.0
+    # A one-hop call-graph neighbour of a definition the task names (the
+    # ``callgraph`` plugin) scores x(1 + neighbour_boost / how many
+    # definitions share that name). 0.5 won over 0 and 1 on the two dev
+    # splits pooled (docs/benchmarks.md).
+    neighbour_boost: float = 0.5
     # §3.4 re-rank
     top_k: int = 20
     identifier_weight: float = 3.0

@@ -76,12 +76,14 @@ def test_the_json_is_the_documented_schema(shop: Path) -> None:
     # Why it ranked first: each signal's value, and the fused score they give.
     signals = first["signals"]
     assert list(signals) == [
-        "auxiliary", "bm25", "definition", "history", "meaning", "path", "pin", "pointed_at",
+        "auxiliary", "bm25", "definition", "history", "meaning", "neighbour", "path", "pin",
+        "pointed_at",
     ]
     assert (signals["auxiliary"], signals["pointed_at"], signals["pin"]) == (0.0, 0.0, 0.0)
     assert first["score"] == pytest.approx(
         signals["bm25"] * (1 + 2.0 * signals["definition"]) * (1 + 0.3 * signals["history"])
-        * (1 + 2.0 * signals["meaning"]) * (1 + 0.25 * signals["path"]),
+        * (1 + 2.0 * signals["meaning"]) * (1 + 0.5 * signals["neighbour"])
+        * (1 + 0.25 * signals["path"]),
         abs=1e-4,
     )
     assert [c["rank"] for c in data["candidates"]] == list(range(1, len(data["candidates"]) + 1))

@@ -202,3 +202,38 @@ def test_more_neighbours_than_the_cap_keeps_the_first(tmp_path: Path, indexed: I
     exact = recall(repo, query("hub"), Settings(callgraph_limit=25))
     assert len(exact.candidates) == 25
     assert exact.diagnostics == ()
+
+
+def test_the_neighbour_signal_scores_one_hop_of_a_named_definition_by_its_rarity(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    root = make_git_repo(tmp_path / "r", {
+        **SHOP,
+        # a second ``total``: the name alone no longer says which one is meant
+        "shop/tax.py": (
+            "def total(rate):\n    return rate_of(rate)\n\n\ndef rate_of(r):\n    return r\n"
+        ),
+    })
+    repo = indexed(root)
+    assert callgraph.neighbour_worth(repo, ["Cart.total", "total"]) == {
+        ("shop/cart.py", "shop.cart.sum_prices"): 1.0,
+        ("shop/api.py", "shop.api.buy"): 1.0,
+        ("shop/cart.py", "shop.cart.Cart.checkout"): 1.0,
+        ("shop/cart.py", "shop.cart.Cart"): 1.0,
+        ("shop/prices.py", "shop.prices.Money"): 1.0,
+        ("shop/tax.py", "shop.tax.rate_of"): 0.5,
+    }
+    candidates = tuple(recall(repo, query("total")).candidates)
+    (signal,) = callgraph.signals(
+        query=query("total"), candidates=candidates, repo=repo, settings=Settings()
+    )
+    assert (signal.name, signal.mode, signal.weight) == ("neighbour", "scale", 0.5)
+    # A weight of 0 (the setting or an override by name) computes nothing.
+    for off in (Settings(neighbour_boost=0.0), Settings(signal_weights=("neighbour=0",))):
+        assert callgraph.signals(
+            query=query("total"), candidates=candidates, repo=repo, settings=off
+        ) is None
+    assert dict(zip((c.qualname for c in candidates), signal.values, strict=True)) == {
+        "shop.cart.sum_prices": 0.5, "shop.tax.rate_of": 0.5, "shop.api.buy": 0.5,
+        "shop.cart.Cart.checkout": 0.5, "shop.cart.Cart": 0.5, "shop.prices.Money": 0.5,
+    }

@@ -24,6 +24,15 @@ and its lines reach the slice through lexical recall.
 Cap: at most ``settings.callgraph_limit`` (20) neighbours; when there are
 more, the first are kept and the result carries
 ``Diagnostic(kind="unavailable", reason="truncated")``.
+
+Signal ``neighbour`` (scale, weight ``settings.neighbour_boost``): the
+function the task does not name is often one hop from one it does (the
+helper ``iter_content`` calls, the method of the class it names). A
+candidate one hop from a definition of a named identifier is worth
+``1 / n``, n the definitions sharing that name (the best over the names that
+reach it), so the neighbours of a unique name count fully and those of
+``get`` not at all (names with more than ``RARE_NAMESAKES`` definitions are
+not expanded).
 """
 
 from __future__ import annotations
@@ -41,9 +50,12 @@ from ctx04_core.graph import (
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
-from ctx04_core.types import Candidate, Diagnostic, Node, Query, Recall
+from ctx04_core.types import Candidate, Diagnostic, Node, Query, Recall, Signal
 
 SOURCE = "callgraph"
+# A name defined more often than this says little about which definition the
+# task means, and expanding each would cost a lookup per namesake.
+RARE_NAMESAKES = 4
 
 
 def neighbours(repo: Repo, seed: Node) -> list[Node]:
@@ -115,3 +127,31 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
             ),
         )
     return Recall(source=SOURCE, candidates=candidates, diagnostics=diagnostics)
+
+
+def neighbour_worth(repo: Repo, identifiers: Iterable[str]) -> dict[tuple[str, str], float]:
+    """(path, qualname) of each one-hop neighbour of a named definition, worth
+    ``1 / n`` for a name that n definitions share (the best over the names
+    that reach it); names shared by more than ``RARE_NAMESAKES`` are skipped."""
+    worth: dict[tuple[str, str], float] = {}
+    for identifier in identifiers:
+        seeds = definitions(repo.index.lookup(identifier))
+        if not seeds or len(seeds) > RARE_NAMESAKES:
+            continue
+        value = 1 / len(seeds)
+        for seed in seeds:
+            for node in neighbours(repo, seed):
+                key = (node.span.path, node.qualname)
+                worth[key] = max(worth.get(key, 0.0), value)
+    return worth
+
+
+@hookimpl
+def signals(
+    query: Query, candidates: tuple[Candidate, ...], repo: Repo, settings: Settings
+) -> list[Signal] | None:
+    if settings.signal_weight_overrides().get("neighbour", settings.neighbour_boost) == 0:
+        return None  # a weight of 0 changes no score: skip the lookups
+    worth = neighbour_worth(repo, query.identifiers)
+    values = tuple(worth.get((c.span.path, c.qualname or ""), 0.0) for c in candidates)
+    return [Signal("neighbour", values, settings.neighbour_boost, "scale")]
