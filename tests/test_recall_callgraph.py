@@ -215,13 +215,15 @@ def test_the_neighbour_signal_scores_one_hop_of_a_named_definition_by_its_rarity
         ),
     })
     repo = indexed(root)
-    assert callgraph.neighbour_worth(repo, ["Cart.total", "total"]) == {
-        ("shop/cart.py", "shop.cart.sum_prices"): 1.0,
-        ("shop/api.py", "shop.api.buy"): 1.0,
-        ("shop/cart.py", "shop.cart.Cart.checkout"): 1.0,
-        ("shop/cart.py", "shop.cart.Cart"): 1.0,
-        ("shop/prices.py", "shop.prices.Money"): 1.0,
-        ("shop/tax.py", "shop.tax.rate_of"): 0.5,
+    pool = [*recall(repo, query("Cart.total", "total")).candidates,
+            Candidate(Span("shop/cart.py", 16, 17), "function", "shop.cart.charge", ("ripgrep",))]
+    worth = callgraph.neighbour_worth(repo, ["Cart.total", "total"], pool)
+    # Cart.total names one definition (worth 1), total two (worth 1/2 each);
+    # charge is two hops from Cart.total (via checkout): not a neighbour.
+    assert dict(zip((c.qualname for c in pool), worth, strict=True)) == {
+        "shop.cart.sum_prices": 1.0, "shop.api.buy": 1.0, "shop.cart.Cart.checkout": 1.0,
+        "shop.cart.Cart": 1.0, "shop.prices.Money": 1.0, "shop.tax.rate_of": 0.5,
+        "shop.cart.charge": 0.0,
     }
     candidates = tuple(recall(repo, query("total")).candidates)
     (signal,) = callgraph.signals(

@@ -50,6 +50,7 @@ from ctx04_core.graph import (
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
+from ctx04_core.stages.regions import node_of
 from ctx04_core.types import Candidate, Diagnostic, Node, Query, Recall, Signal
 
 SOURCE = "callgraph"
@@ -70,22 +71,26 @@ def neighbours(repo: Repo, seed: Node) -> list[Node]:
         and caller.kind in DEFINITION_KINDS
     ]
     contained = definitions(index.children(seed))
-    enclosing = [
-        n
-        for n in definitions(index.file_nodes(seed.span.path))
-        if n != seed and n.span.contains(seed.span)
-    ]
-    # The innermost enclosing definition: the latest start, then the shortest span.
-    container = (
-        [max(enclosing, key=lambda n: (n.span.start_line, -n.span.end_line))] if enclosing else []
-    )
     return [
         *by_position(called),
         *by_position(callers),
         *by_position(contained),
-        *container,
+        *_container(repo, seed),
         *by_position(imported(repo, seed)),
     ]
+
+
+def _container(repo: Repo, seed: Node) -> list[Node]:
+    """The innermost definition enclosing the seed (the latest start, then the
+    shortest span), or none."""
+    enclosing = [
+        n
+        for n in definitions(repo.index.file_nodes(seed.span.path))
+        if n != seed and n.span.contains(seed.span)
+    ]
+    if not enclosing:
+        return []
+    return [max(enclosing, key=lambda n: (n.span.start_line, -n.span.end_line))]
 
 
 def expansion(repo: Repo, identifiers: Iterable[str]) -> Iterator[tuple[Node, str]]:
@@ -129,21 +134,49 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
     return Recall(source=SOURCE, candidates=candidates, diagnostics=diagnostics)
 
 
-def neighbour_worth(repo: Repo, identifiers: Iterable[str]) -> dict[tuple[str, str], float]:
-    """(path, qualname) of each one-hop neighbour of a named definition, worth
-    ``1 / n`` for a name that n definitions share (the best over the names
-    that reach it); names shared by more than ``RARE_NAMESAKES`` are skipped."""
-    worth: dict[tuple[str, str], float] = {}
-    for identifier in identifiers:
-        seeds = definitions(repo.index.lookup(identifier))
-        if not seeds or len(seeds) > RARE_NAMESAKES:
+def neighbour_worth(
+    repo: Repo, identifiers: Iterable[str], candidates: Iterable[Candidate]
+) -> tuple[float, ...]:
+    """Per candidate, ``1 / n`` when it is one hop from a definition of a named
+    identifier that n definitions share (the best over the names that reach
+    it), else 0; names shared by more than ``RARE_NAMESAKES`` are skipped.
+
+    The same neighbours as :func:`neighbours`, tested from the candidates'
+    side: a popular seed has thousands of callers, the candidates are a few
+    dozen, and asking each whether it calls the seed is what stays cheap.
+    """
+    index = repo.index
+    # Per seed: its worth, the names it calls, and the definitions it
+    # contains, sits in, or imports and uses, by (path, qualname).
+    seeds: list[tuple[Node, float, frozenset[str], frozenset[tuple[str, str]]]] = []
+    for identifier in dict.fromkeys(identifiers):
+        named = definitions(index.lookup(identifier))
+        if not named or len(named) > RARE_NAMESAKES:
             continue
-        value = 1 / len(seeds)
-        for seed in seeds:
-            for node in neighbours(repo, seed):
-                key = (node.span.path, node.qualname)
-                worth[key] = max(worth.get(key, 0.0), value)
-    return worth
+        for seed in named:
+            called = frozenset(
+                e.target.rsplit(".", 1)[-1] for e in index.edges_from(seed) if e.kind == "invoke"
+            )
+            around = [*definitions(index.children(seed)), *_container(repo, seed),
+                      *imported(repo, seed)]
+            seeds.append((seed, 1 / len(named), called,
+                          frozenset((n.span.path, n.qualname) for n in around)))
+    if not seeds:
+        return tuple(0.0 for _ in candidates)
+    values = []
+    for candidate in candidates:
+        node = node_of(candidate, repo) if candidate.kind in DEFINITION_KINDS else None
+        if node is None:
+            values.append(0.0)
+            continue
+        calls = {e.target.rsplit(".", 1)[-1] for e in index.edges_from(node) if e.kind == "invoke"}
+        key = (node.span.path, node.qualname)
+        values.append(max(
+            (worth for seed, worth, called, around in seeds
+             if node.name in called or seed.name in calls or key in around),
+            default=0.0,
+        ))
+    return tuple(values)
 
 
 @hookimpl
@@ -152,6 +185,5 @@ def signals(
 ) -> list[Signal] | None:
     if settings.signal_weight_overrides().get("neighbour", settings.neighbour_boost) == 0:
         return None  # a weight of 0 changes no score: skip the lookups
-    worth = neighbour_worth(repo, query.identifiers)
-    values = tuple(worth.get((c.span.path, c.qualname or ""), 0.0) for c in candidates)
+    values = neighbour_worth(repo, query.identifiers, candidates)
     return [Signal("neighbour", values, settings.neighbour_boost, "scale")]
