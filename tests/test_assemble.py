@@ -241,3 +241,21 @@ def test_called_through_the_hook_with_every_argument(repo: Repo) -> None:
         query=query, excerpts=(first,), diagnostics=(), repo=repo, settings=Settings()
     )
     assert result.text == HEADER + entry_text(repo, first) + NOTHING_CUT
+
+
+def test_an_entry_that_leaves_no_room_for_its_own_coverage_line_is_omitted(repo: Repo) -> None:
+    # Found by the thorough property run: the room kept for the closing line
+    # was that of every excerpt omitted ("omitted 1", 37 bytes), but showing
+    # the entry closes with "nothing cut" (39 bytes). Two bytes short, the
+    # entry used to vanish from the slice with no omission recorded.
+    item = excerpt(1, 3)
+    body = HEADER + entry_text(repo, item)
+    omitted_line = "Coverage: omitted 1; not exhaustive.\n"
+    cap = len((body + omitted_line).encode())
+    result = assemble(excerpts=(item,), diagnostics=(), repo=repo,
+                      settings=Settings(max_block_bytes=cap))
+    assert [e.included for e in result.entries] == [False]
+    assert result.diagnostics == (Diagnostic("omitted", "byte budget", "pkg/m1.py", "pkg.m1.f1"),)
+    assert result.text == (
+        HEADER + "Coverage: omitted 1 (pkg/m1.py: byte budget); recall is not exhaustive.\n"
+    )

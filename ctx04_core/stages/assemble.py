@@ -75,12 +75,20 @@ def assemble(
         reason = broken  # the cap the next entry would break names every omission
         included -= 1
     included = max(included, 0)
-    chosen = fitting[:included]
-    shown = {id(r) for r in chosen}
-    omitted = tuple(
-        _omission(r, skipped.get(id(r), reason)) for r in rendered if id(r) not in shown
-    )
-    text = _closed(HEADER + "".join(r.text for r in chosen), diagnostics + omitted, settings)
+    while True:
+        chosen = fitting[:included]
+        shown = {id(r) for r in chosen}
+        omitted = tuple(
+            _omission(r, skipped.get(id(r), reason)) for r in rendered if id(r) not in shown
+        )
+        text = _closed(HEADER + "".join(r.text for r in chosen), diagnostics + omitted, settings)
+        if text or not included:
+            break
+        # The reserve is the short line of every excerpt omitted, and the line
+        # of fewer omissions can be longer ("nothing cut or refused"): when
+        # the real closing does not fit, one entry fewer leaves it room.
+        reason = _broken_cap(chosen, short_coverage(diagnostics + omitted), settings) or reason
+        included -= 1
     entries = tuple(
         SliceEntry(r.excerpt, r.text, count_tokens(r.text), id(r) in shown and bool(text),
                    r.evidence)
