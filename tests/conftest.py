@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 from model_server import StandIn
 from model_server import start as start_model_server
 
@@ -40,6 +41,11 @@ def make_git_repo(root: Path, files: dict[str, str | bytes]) -> Path:
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "fixture"]):
         subprocess.run(["git", *args], cwd=root, env=GIT_ENV, check=True)
     return root
+
+
+# CI's second pytest run (.ci/run) takes this profile: each property test ten
+# thousand times, where the quick default draws a hundred examples.
+hypothesis_settings.register_profile("thorough", max_examples=10_000)
 
 
 @pytest.fixture(autouse=True)

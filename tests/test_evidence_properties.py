@@ -170,7 +170,7 @@ def assert_quoted_lines(excerpt: Excerpt, quoted: str, max_line_bytes: int) -> N
     assert shown == []
 
 
-@settings(max_examples=80, deadline=None,
+@settings(deadline=None,
           # The autouse cache fixture only sets environment variables; sharing
           # it across examples changes nothing.
           suppress_health_check=[HealthCheck.function_scoped_fixture])
