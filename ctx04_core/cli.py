@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -30,6 +30,7 @@ from ctx04_core.bench.cli import (
     running,
 )
 from ctx04_core.bench.cli import register as register_bench_commands
+from ctx04_core.console import fail, stderr
 from ctx04_core.executors import ExecutorKind
 
 if TYPE_CHECKING:
@@ -46,7 +47,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-stderr = Console(stderr=True)
 
 
 class Format(StrEnum):
@@ -82,12 +82,6 @@ DisableOption = Annotated[
         "CTX04_DISABLE=a,b does the same.",
     ),
 ]
-
-
-def fail(message: str) -> NoReturn:
-    """Bad input: one line on stderr, exit code 2, never a traceback."""
-    stderr.print(f"[bold red]ctx04: error:[/] {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
 
 
 def read_text_file(path: Path, what: str) -> str:
@@ -423,7 +417,7 @@ def vet(
         Console().print(f"accepted: checked against {len(evidence)} retrieved blocks")
         return
     for reason in verdict.reasons:
-        Console(stderr=True).print(f"rejected: {escape(reason)}", highlight=False, soft_wrap=True)
+        stderr.print(f"rejected: {escape(reason)}", highlight=False, soft_wrap=True)
     raise typer.Exit(1)
 
 

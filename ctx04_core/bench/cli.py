@@ -11,13 +11,14 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ctx04_core.console import fail, stderr
 from ctx04_core.executors import Executor, ExecutorKind
 
 if TYPE_CHECKING:
@@ -101,12 +102,6 @@ def register(app: typer.Typer) -> None:
     app.command("ablate")(ablate_command)
 
 
-def _fail(message: str) -> NoReturn:
-    from ctx04_core.cli import fail
-
-    fail(message)
-
-
 def eval_command(
     dataset: DatasetOption = None,
     repos: ReposOption = None,
@@ -157,11 +152,11 @@ def eval_command(
     """
     if compare is not None:
         if dataset or repos or out:
-            _fail("--compare takes two records files; it does not run (drop --dataset/--out)")
+            fail("--compare takes two records files; it does not run (drop --dataset/--out)")
         _compare(*compare)
         return
     if dataset is None or repos is None or out is None:
-        _fail("eval needs --dataset, --repos and --out (or --compare A B)")
+        fail("eval needs --dataset, --repos and --out (or --compare A B)")
     from ctx04_core.bench.runner import RunConfig
 
     config = RunConfig(
@@ -202,7 +197,7 @@ def ab_command(
 
     paired = _paired(current, candidate)
     if not paired.a:
-        _fail(f"{current} and {candidate} have no instance in common")
+        fail(f"{current} and {candidate} have no instance in common")
     decision = ab_decision(paired)
     _show_decision(decision, paired)
     if not decision.win:
@@ -237,14 +232,14 @@ def ablate_command(
     0), else "keep".
     """
     if dataset is None or repos is None or out_dir is None:
-        _fail("ablate needs --dataset, --repos and --out-dir")
+        fail("ablate needs --dataset, --repos and --out-dir")
     from ctx04_core.bench.compare import ablation_verdict
     from ctx04_core.bench.metrics import summarise
     from ctx04_core.bench.runner import RunConfig
 
     names = [name.strip() for name in plugins.split(",") if name.strip()]
     if not names:
-        _fail("--plugins names no plugin")
+        fail("--plugins names no plugin")
     instances, repo_map = _inputs(dataset, repos, ids, limit)
     settings = _settings(budget, assignments)
     where = executor_of(jobs, executor, ray_address)
@@ -263,10 +258,10 @@ def ablate_command(
 def executor_of(jobs: int, kind: ExecutorKind, ray_address: str | None) -> Executor:
     """The executor the --jobs, --executor and --ray-address options choose."""
     if kind is ExecutorKind.ray and jobs > 1:
-        _fail("--jobs is for --executor local; Ray runs as many tasks at once as the "
+        fail("--jobs is for --executor local; Ray runs as many tasks at once as the "
               "cluster has CPUs")
     if kind is ExecutorKind.local and ray_address is not None:
-        _fail("--ray-address needs --executor ray")
+        fail("--ray-address needs --executor ray")
     return Executor(kind, jobs, ray_address)
 
 
@@ -280,7 +275,7 @@ def running(executor: Executor) -> Iterator[None]:
         with session(executor):
             yield
     except ExecutorError as err:
-        _fail(str(err))
+        fail(str(err))
 
 
 def _settings(budget: int | None, assignments: list[str] | None) -> Settings:
@@ -290,7 +285,7 @@ def _settings(budget: int | None, assignments: list[str] | None) -> Settings:
         settings = Settings() if budget is None else Settings(budget_tokens=budget)
         return settings.with_assignments(assignments or [])
     except ValueError as err:
-        _fail(str(err))
+        fail(str(err))
 
 
 def _cache(cache_dir: Path | None) -> dict[str, Any]:
@@ -306,9 +301,9 @@ def _inputs(
         instances = load_instances(dataset, ids, limit)
         repo_map = load_repo_map(repos)
     except DatasetError as err:
-        _fail(str(err))
+        fail(str(err))
     if not instances:
-        _fail(f"{dataset}: no instance to evaluate")
+        fail(f"{dataset}: no instance to evaluate")
     return instances, repo_map
 
 
@@ -325,9 +320,9 @@ def _run(
                 lambda record: advance(record["instance_id"], record["error"] is None),
             )
         except RunError as err:
-            _fail(str(err))
+            fail(str(err))
         except OSError as err:
-            _fail(f"cannot write {out}: {err.strerror or err}")
+            fail(f"cannot write {out}: {err.strerror or err}")
 
 
 @contextmanager
@@ -335,8 +330,6 @@ def progress(total: int, label: str) -> Iterator[Callable[[str, bool], None]]:
     """A progress bar on stderr, one step per finished item: ``advance(name, ok)``
     shows the item and its outcome (only on a terminal)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-    from ctx04_core.cli import stderr
 
     with Progress(
         "[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
@@ -358,7 +351,7 @@ def _paired(a: Path, b: Path) -> Paired:
     try:
         return pair(load_records(a), load_records(b))
     except RecordsError as err:
-        _fail(str(err))
+        fail(str(err))
 
 
 def _value(metric: str, value: float | None) -> str:
@@ -443,7 +436,7 @@ def _compare(a: Path, b: Path) -> None:
 
     paired = _paired(a, b)
     if not paired.a:
-        _fail(f"{a} and {b} have no instance in common")
+        fail(f"{a} and {b} have no instance in common")
     first, second = summarise(paired.a), summarise(paired.b)
     console = Console()
     console.print(
