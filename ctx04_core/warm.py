@@ -34,7 +34,7 @@ from ctx04_core.pipeline import (
     require_assemble,
     retrieve_in,
 )
-from ctx04_core.plugins import plugin_manager
+from ctx04_core.plugins import enabled_plugins, plugin_manager
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 
@@ -172,7 +172,7 @@ class WarmRepository:
     ) -> tuple[Repo, RefreshStats]:
         """The repository as the stages see it, its index up to date (on its thread)."""
         started = time.perf_counter()
-        key = (_loaded(pm), settings.exclude_globs, settings.max_file_bytes)
+        key = (enabled_plugins(pm), settings.exclude_globs, settings.max_file_bytes)
         unchanged = self._watcher.unchanged()
         last = self._refreshed
         if last is not None and last.key == key and unchanged and not force:
@@ -222,11 +222,6 @@ class WarmRepository:
         if self._index is not None:
             self._index.close()
             self._index = None
-
-
-def _loaded(pm: pluggy.PluginManager) -> tuple[str, ...]:
-    """The plugins a manager loaded: what an index refresh depends on."""
-    return tuple(sorted(name for name, plugin in pm.list_name_plugin() if plugin is not None))
 
 
 class WarmState:
