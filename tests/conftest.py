@@ -48,6 +48,20 @@ def make_git_repo(root: Path, files: dict[str, str | bytes]) -> Path:
 hypothesis_settings.register_profile("thorough", max_examples=10_000)
 
 
+
+def shared_repo(
+    factory: pytest.TempPathFactory, files: dict[str, str | bytes]
+) -> Iterator[Repo]:
+    """A real indexed repository for a module-scoped fixture (``yield from``):
+    hypothesis runs many examples per test, and they may share one
+    repository when the code under test only reads it."""
+    root = make_git_repo(factory.mktemp("props") / "repo", files)
+    opened, _ = open_repo(
+        root.resolve(), plugin_manager(), Settings(), index_dir=factory.mktemp("index")
+    )
+    yield opened
+    opened.index.close()
+
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Indexes go to a temp cache, never the developer's, no plugin is disabled and

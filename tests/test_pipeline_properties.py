@@ -11,12 +11,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from conftest import make_git_repo
+from conftest import shared_repo
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctx04_core.pipeline import open_repo
-from ctx04_core.plugins import plugin_manager
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.merge import merge
@@ -98,12 +96,7 @@ PATHS = sorted(FILES)
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Repo]:
-    root = make_git_repo(tmp_path_factory.mktemp("props") / "repo", FILES)
-    opened, _ = open_repo(
-        root.resolve(), plugin_manager(), Settings(), index_dir=tmp_path_factory.mktemp("index")
-    )
-    yield opened
-    opened.index.close()
+    yield from shared_repo(tmp_path_factory, FILES)
 
 
 @st.composite
