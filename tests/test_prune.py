@@ -114,6 +114,19 @@ def test_kept_lines_widen_to_their_whole_statement(repo: Repo) -> None:
     assert kept(excerpts)["auth.handle"] == [1, 2, 4, 5, 6, 7, 8]
 
 
+def test_a_statement_longer_than_the_cap_adds_only_its_first_line(repo: Repo) -> None:
+    # check(...) on 5–8 is four lines: a cap of 4 still takes it whole, a cap
+    # of 3 adds only its first line (5) to the kept 6 and 7; 8, ")", goes.
+    ranked = ranked_functions(repo, "handle", "lookup", "unrelated")
+    partial = {"prune_ratio": 0.3, "whole_function_within": 0, "neighbours_as_signatures": False}
+    assert kept(run(repo, ranked, max_statement_lines=4, **partial))["auth.handle"] == [
+        1, 2, 4, 5, 6, 7, 8
+    ]
+    assert kept(run(repo, ranked, max_statement_lines=3, **partial))["auth.handle"] == [
+        1, 2, 4, 5, 6, 7
+    ]
+
+
 def test_multiline_decorated_signature_survives_a_pruned_body(repo: Repo) -> None:
     ranked = ranked_functions(repo, "lookup")
     [signature] = run(repo, ranked, whole_function_within=0)

@@ -88,7 +88,8 @@ def prune(
             kept = {n for (n, _), s in zip(text, scores, strict=True) if s >= threshold}
         statements = repo.index.multiline_statements(item.candidate.span.path)
         lines = dict(text)
-        keep = (_whole_statements(kept, statements) & lines.keys()) | _signature(item, repo)
+        grown = _whole_statements(kept, statements, settings.max_statement_lines)
+        keep = (grown & lines.keys()) | _signature(item, repo)
         # A stale index may place a signature past the end of the file as read.
         excerpts.append(Excerpt(item, tuple((n, lines[n]) for n in sorted(keep) if n in lines)))
     return excerpts
@@ -108,12 +109,20 @@ def _fits_whole(text: list[tuple[int, str]], settings: Settings) -> bool:
     )
 
 
-def _whole_statements(kept: set[int], statements: tuple[tuple[int, int], ...]) -> set[int]:
-    """Kept lines plus every line of each multi-line statement containing one."""
+def _whole_statements(
+    kept: set[int], statements: tuple[tuple[int, int], ...], max_lines: int
+) -> set[int]:
+    """Kept lines plus every line of each multi-line statement containing one.
+
+    A statement longer than ``max_lines`` (a table of 60 tuples, a template
+    string, ``__all__``) adds only its first line, which names it, as a
+    signature does a body it leaves out: its other lines are data, and a
+    matched word in one would pull in all of them.
+    """
     grown = set(kept)
     for first, last in statements:
         if any(first <= n <= last for n in kept):
-            grown.update(range(first, last + 1))
+            grown.update(range(first, last + 1) if last - first < max_lines else (first,))
     return grown
 
 
