@@ -9,7 +9,7 @@ sets, measured in the same process one after the other:
 - before: the stages of the session that started issue 11 (``members``,
   ``history``, ``tests`` and ``meaning`` disabled, no ``neighbour`` signal);
 - default: what ``requirements.txt`` installs (``meaning`` disabled);
-- + meaning: everything, with the optional ``meaning`` plugin.
+- + meaning: the default install and the optional ``meaning`` plugin.
 
 The tree has no ``.git``: the history plugin reads the mirror's log from the
 pinned commit back (``history_git_dir``, ``history_rev``), as ``ctx04 eval``
@@ -34,9 +34,11 @@ from ctx04_core.settings import Settings
 
 # name: (disabled plugins, setting overrides)
 PLUGIN_SETS: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
-    "before": (("pin", "members", "history", "meaning", "tests"), {"neighbour_boost": 0.0}),
-    "default": (("pin", "meaning"), {}),
-    "+ meaning": (("pin",), {}),
+    "before": (
+        ("pin", "members", "history", "meaning", "tests", "dependence"), {"neighbour_boost": 0.0}
+    ),
+    "default": (("pin", "meaning", "dependence"), {}),
+    "+ meaning": (("pin", "dependence"), {}),
 }
 
 

@@ -132,6 +132,20 @@ def prune(
     """
 
 
+@hookspec
+def dependent_lines(excerpt: Excerpt, repo: Repo, settings: Settings) -> list[int] | None:
+    """Lines of the excerpt's candidate that its shown lines depend on, or that
+    depend on them (spec §3.5 rule 3: data and control dependence).
+
+    Called once per excerpt that :func:`prune` returned, after prune and
+    before assemble, on every enabled plugin; collected. The core shows the
+    union of the returned line numbers as well, keeping only lines inside the
+    candidate's span; a plugin adds lines, never removes one. Return whole
+    statements (the core does not widen what it is given), and None to add
+    nothing.
+    """
+
+
 @hookspec(firstresult=True)
 def assemble(
     query: Query,

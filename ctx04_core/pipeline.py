@@ -275,6 +275,7 @@ def run_stages(
     if excerpts is None:
         excerpts = [whole_excerpt(r, repo) for r in ranked]
         excerpts = [e for e in excerpts if e.lines]
+    excerpts = [_with_dependences(hook, e, repo, settings) for e in excerpts]
     covered = tuple(diagnostics) + repo.diagnostics
     context = _assembled(hook, query, tuple(excerpts), covered, repo, settings)
     decision: Decision | None = hook.select(
@@ -340,6 +341,20 @@ def _ranked(
     """Every plugin's signals over the merged candidates, fused: the best ``top_k``."""
     contributed = hook.signals(query=query, candidates=merged, repo=repo, settings=settings)
     return fuse(merged, (s for found in contributed for s in found or ()), settings)
+
+
+def _with_dependences(hook: Any, excerpt: Excerpt, repo: Repo, settings: Settings) -> Excerpt:
+    """The excerpt and the lines of its candidate that plugins say its lines depend on."""
+    found = hook.dependent_lines(excerpt=excerpt, repo=repo, settings=settings)
+    span = excerpt.ranked.candidate.span
+    shown = {n for n, _ in excerpt.lines}
+    added = {n for lines in found for n in lines or () if span.start_line <= n <= span.end_line}
+    source = repo.source(span.path)
+    if not added - shown or source is None:
+        return excerpt
+    text = dict(excerpt.lines)
+    text.update((n, source.lines[n - 1]) for n in added - shown if n <= len(source.lines))
+    return Excerpt(excerpt.ranked, tuple(sorted(text.items())))
 
 
 def whole_excerpt(ranked: RankedCandidate, repo: Repo) -> Excerpt:

@@ -1,0 +1,154 @@
+"""Dependence: the statements shown lines depend on, over a real index and a real retrieval."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import ctx04_dependence as dependence
+import pytest
+from conftest import make_git_repo
+
+from ctx04_core.pipeline import retrieve
+from ctx04_core.repository import Repo
+from ctx04_core.settings import Settings
+from ctx04_core.stages.query import build_query
+from ctx04_core.types import Candidate, Excerpt, RankedCandidate
+
+Indexed = Callable[..., Repo]
+
+CODEC = (
+    "import re\n"                                     # 1
+    "\n"
+    "\n"
+    "def unfold(raw, folded):\n"                      # 4
+    "    text = raw.decode()\n"                       # 5
+    "    parts = text.split(':')\n"                   # 6
+    "    if folded:\n"                                # 7
+    "        value = parts[1].strip()\n"              # 8
+    "    else:\n"                                     # 9
+    "        value = parts[0]\n"                      # 10
+    "    unused = 3\n"                                # 11
+    "    return re.sub(' +', ' ', value)\n"           # 12
+    "\n"
+    "\n"
+    "class Cache:\n"                                  # 15
+    "    def load(self, key):\n"                      # 16
+    "        self.hits = {}\n"                        # 17
+    "        try:\n"                                  # 18
+    "            found = self.hits[key]\n"            # 19
+    "        except KeyError as missing:\n"           # 20
+    "            raise LookupError(key) from missing\n"  # 21
+    "        return found\n"                          # 22
+    "\n"
+    "\n"
+    "TABLE = [\n"                                     # 25
+    "    ('a', 1),\n"
+    "    ('b', 2),\n"
+    "]\n"                                             # 28
+    "LIMIT = len(TABLE)\n"                            # 29
+)
+
+
+@pytest.fixture
+def repo(tmp_path: Path, indexed: Indexed) -> Repo:
+    return indexed(make_git_repo(tmp_path / "repo", {"codec.py": CODEC, "broken.py": "def (\n"}))
+
+
+def shown(repo: Repo, qualname: str, lines: list[int], **overrides: object) -> list[int] | None:
+    node = next(n for n in repo.index.file_nodes("codec.py") if n.qualname == qualname)
+    source = repo.source("codec.py")
+    assert source is not None
+    excerpt = Excerpt(
+        RankedCandidate(Candidate(node.span, node.kind, node.qualname, ("test",)), 1, 1.0),
+        tuple((n, source.lines[n - 1]) for n in lines),
+    )
+    return dependence.dependent_lines(
+        excerpt=excerpt, repo=repo, settings=Settings().with_overrides(**overrides)
+    )
+
+
+def test_a_line_brings_its_control_header_its_inputs_and_its_first_reader(repo: Repo) -> None:
+    # Line 8 runs under `if folded:` (7), reads `parts` (6), and assigns
+    # `value`, first read by the return (12). Line 10, the else branch's
+    # `value`, is neither.
+    assert shown(repo, "codec.unfold", [4, 8]) == [6, 7, 12]
+
+
+def test_a_name_read_comes_from_its_nearest_earlier_assignment(repo: Repo) -> None:
+    # `value` at 12: the nearest assignment above is the else branch's (10);
+    # `re` is the module's, outside the function's scope.
+    assert shown(repo, "codec.unfold", [4, 12]) == [10]
+    # Two hops are not taken: 6 (parts) reads text (5), which 8 does not.
+    assert 5 not in (shown(repo, "codec.unfold", [4, 8]) or [])
+
+
+def test_attributes_of_a_name_and_exception_handlers(repo: Repo) -> None:
+    # 21 raises in `except KeyError as missing:` (20), itself under `try:` (18);
+    # `missing` is the handler's name (20), `key` the parameter (signature).
+    assert shown(repo, "codec.Cache.load", [16, 21]) == [18, 20]
+    # 19 reads `self.hits`, assigned at 17, and assigns `found`, read at 22.
+    assert shown(repo, "codec.Cache.load", [16, 19]) == [17, 18, 22]
+
+
+def test_a_long_statement_adds_its_first_line_only(repo: Repo) -> None:
+    # The module's own lines: 29 reads TABLE, a four-line statement (25-28).
+    assert shown(repo, "codec", [29]) == [25, 26, 27, 28]
+    assert shown(repo, "codec", [29], max_statement_lines=3) == [25]
+
+
+def test_nothing_for_a_whole_candidate_or_a_file_that_does_not_parse(repo: Repo) -> None:
+    assert shown(repo, "codec.unfold", list(range(4, 13))) is None
+    source = repo.source("broken.py")
+    assert source is not None
+    assert dependence.scope_statements(source.digest, "\n".join(source.lines), None) == ()
+
+
+def test_retrieval_shows_the_dependences_of_a_function_cut_to_its_best_lines(
+    tmp_path: Path,
+) -> None:
+    root = make_git_repo(tmp_path / "repo", {"codec.py": CODEC})
+    # No function shown whole, nor as its signature alone: unfold keeps its
+    # signature and its best line.
+    settings = Settings().with_overrides(whole_function_within=0, neighbours_as_signatures=False)
+    task = "strip the value of the parts"
+
+    def lines_of(disable: tuple[str, ...]) -> list[int]:
+        found = retrieve(task, root, settings=settings, disable=disable, index_dir=tmp_path / "i")
+        entry = next(e for e in found.context.entries
+                     if e.excerpt.ranked.candidate.qualname == "codec.unfold")
+        return [n for n, _ in entry.excerpt.lines]
+
+    assert lines_of(("dependence",)) == [4, 8]
+    assert lines_of(()) == [4, 6, 7, 8, 12]
+
+
+def test_the_signal_is_the_share_of_a_function_flowing_from_what_the_task_names(
+    repo: Repo,
+) -> None:
+    settings = Settings().with_overrides(dependence_weight=1.0)
+    candidates = tuple(
+        Candidate(n.span, n.kind, n.qualname, ("test",)) for n in repo.index.file_nodes("codec.py")
+    )
+
+    def values(task: str) -> dict[str | None, float]:
+        query = build_query(task, names=repo.index.names(), settings=settings)
+        [signal] = dependence.signals(
+            query=query, candidates=candidates, repo=repo, settings=settings
+        ) or []
+        assert (signal.name, signal.mode, signal.weight) == ("dependence", "scale", 1.0)
+        return {c.qualname: v for c, v in zip(candidates, signal.values, strict=True)}
+
+    # load's statements: 17 writes self.hits, 18 try, 19 reads it and writes
+    # found, 20 except, 21 raise, 22 returns found: 17, 19 name it, 22 reads
+    # what 19 assigned: 3 of 6. Classes and modules are not functions: 0.
+    assert values("Cache.load() should not look at self.hits") == {
+        "codec": 0.0, "codec.unfold": 0.0, "codec.Cache": 0.0, "codec.Cache.load": 0.5,
+    }
+    # `.strip()` of parts[1] (8), and the return that reads its value (12): 2 of 7.
+    assert values("unfold: parts.strip() loses the folded value")["codec.unfold"] == 2 / 7
+    # Weight 0 (the default) contributes no signal at all.
+    assert dependence.signals(
+        query=build_query("load", names=repo.index.names(), settings=Settings()),
+        candidates=candidates, repo=repo, settings=Settings(),
+    ) is None
