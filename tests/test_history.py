@@ -8,11 +8,14 @@ from pathlib import Path
 
 import pytest
 from conftest import GIT_ENV, make_git_repo, write_files
-from ctx04_history import read_log
+from ctx04_history import cochange_scores, named_files, read_log
+from ctx04_history import signals as history_signals
 
-from ctx04_core.pipeline import retrieve
+from ctx04_core.pipeline import open_repo, retrieve
+from ctx04_core.plugins import plugin_manager
 from ctx04_core.settings import Settings
-from ctx04_core.types import Diagnostic
+from ctx04_core.stages.query import build_query
+from ctx04_core.types import Candidate, Diagnostic
 
 FILES: dict[str, str | bytes] = {
     "dates.py": "def parse(text):\n    return text.split('-')\n",
@@ -144,3 +147,49 @@ def test_a_revision_that_looks_like_an_option_is_refused(tmp_path: Path) -> None
     assert log.trouble == Diagnostic(
         "unavailable", "no history", detail="not a revision: --output=/tmp/x"
     )
+
+
+def test_files_that_change_with_the_named_ones_are_partners(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "repo", {
+        "codec.py": "def encode(data):\n    return data\n",
+        "pad.py": "def pad(data):\n    return data\n",
+        "wire.py": "def send(data):\n    return data\n",
+    })
+    commit(root, {"codec.py": "def encode(data):\n    return pad(data)\n",
+                  "pad.py": "def pad(data):\n    return data  # 1\n"}, "Pad before encoding")
+    commit(root, {"codec.py": "def encode(data):\n    return pad(data)  # 2\n",
+                  "pad.py": "def pad(data):\n    return data  # 2\n"}, "Pad again")
+    commit(root, {"codec.py": "def encode(data):\n    return pad(data)  # 3\n",
+                  "wire.py": "def send(data):\n    return data  # 3\n"}, "Send encoded")
+    # A sweeping commit (21 files): it counts among codec.py's changes but
+    # pairs it with nothing.
+    commit(root, {"codec.py": "def encode(data):\n    return pad(data)  # 4\n",
+                  **{f"gen/m{i}.py": f"x = {i}\n" for i in range(20)}}, "Reformat")
+    repo, _ = open_repo(root, plugin_manager(disable=("pin",)), Settings(),
+                        index_dir=tmp_path / "index")
+    try:
+        query = build_query("encode returns the data unchanged", names=repo.index.names(),
+                            settings=Settings())
+        named = named_files(query, repo)
+        assert named == {"codec.py"}
+        # codec.py changed in 5 commits; with pad.py in 3 (the fixture, two
+        # fixes), with wire.py in 2 (the fixture, one fix).
+        assert cochange_scores(named, read_log(root, Settings())) == {
+            "pad.py": 3 / 5, "wire.py": 2 / 5,
+        }
+        candidates = tuple(
+            Candidate(n.span, n.kind, n.qualname, ("test",))
+            for path in ("codec.py", "pad.py", "wire.py")
+            for n in repo.index.file_nodes(path) if n.kind == "function"
+        )
+        weighted = Settings().with_overrides(cochange_weight=1.0)
+        found = history_signals(query=query, candidates=candidates, repo=repo, settings=weighted)
+        assert [(s.name, s.values, s.weight, s.mode) for s in found][1] == (
+            "cochange", (0.0, 3 / 5, 2 / 5), 1.0, "scale",
+        )
+        # Weight 0, the default: no such signal at all.
+        plain = history_signals(query=query, candidates=candidates, repo=repo,
+                                settings=Settings())
+        assert [s.name for s in plain] == ["history"]
+    finally:
+        repo.index.close()

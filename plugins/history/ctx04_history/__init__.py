@@ -22,6 +22,15 @@ log that changed it (a file every change touches says little about this
 one); a candidate's value is its file's total over the best file's, in
 [0, 1].
 
+Signal ``cochange`` (scale, weight ``settings.cochange_weight``): the files
+that usually change with the files the task names. The named files are the
+paths the task gives and the files of the definitions it names (a name with
+at most ``COCHANGE_NAMESAKES`` definitions); for every other file, the
+largest share of one named file's commits that changed it too (commits of
+more than ``COCHANGE_MAX_FILES`` files, sweeping renames and reformats,
+left out); in [0, 1]. A fix to ``Response.iter_content`` that belongs in
+``utils.py`` shows as the commits that changed both.
+
 No git, no commit, a rev git does not know, or a shallow clone: a
 diagnostic (``unavailable``) from the ``recall`` hook, which proposes no
 candidate; the signal is then 0 for every candidate.
@@ -43,10 +52,13 @@ from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.subprocesses import run_bounded
-from ctx04_core.text import content_terms, tokenize
+from ctx04_core.text import content_terms, simple_name, tokenize
 from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Signal
 
 SOURCE = "history"
+COCHANGE = "cochange"
+COCHANGE_NAMESAKES = 2  # a name defined more often says little about which file
+COCHANGE_MAX_FILES = 20
 RECORD, FIELD = "\x1e", "\x1f"
 GIT_TIMEOUT_S = 10.0
 
@@ -217,10 +229,42 @@ def recall(repo: Repo, settings: Settings) -> Recall | None:
     return None if trouble is None else Recall(SOURCE, (), (trouble,))
 
 
+def named_files(query: Query, repo: Repo) -> set[str]:
+    """The paths the task gives and the files of the definitions it names."""
+    named = set(query.file_paths)
+    for identifier in query.identifiers:
+        found = [n for n in repo.index.lookup(simple_name(identifier)) if n.kind != "module"]
+        if len(found) <= COCHANGE_NAMESAKES:
+            named.update(n.span.path for n in found)
+    return named
+
+
+def cochange_scores(named: set[str], log: Log) -> dict[str, float]:
+    """Each other file's largest share of one named file's commits, in [0, 1]."""
+    together: dict[tuple[str, str], int] = {}
+    for commit in log.commits:
+        files = set(commit.files)
+        if len(files) > COCHANGE_MAX_FILES:
+            continue
+        for hub in files & named:
+            for other in files - named:
+                together[hub, other] = together.get((hub, other), 0) + 1
+    scores: dict[str, float] = {}
+    for (hub, other), count in together.items():
+        scores[other] = max(scores.get(other, 0.0), count / log.changes[hub])
+    return scores
+
+
 @hookimpl
 def signals(
     query: Query, candidates: tuple[Candidate, ...], repo: Repo, settings: Settings
 ) -> list[Signal]:
-    scores = file_scores(query, log_of(repo, settings), settings)
+    log = log_of(repo, settings)
+    scores = file_scores(query, log, settings)
     values = tuple(scores.get(c.span.path, 0.0) for c in candidates)
-    return [Signal(SOURCE, values, settings.history_weight, "scale")]
+    found = [Signal(SOURCE, values, settings.history_weight, "scale")]
+    if settings.cochange_weight:
+        partners = cochange_scores(named_files(query, repo), log)
+        found.append(Signal(COCHANGE, tuple(partners.get(c.span.path, 0.0) for c in candidates),
+                            settings.cochange_weight, "scale"))
+    return found
