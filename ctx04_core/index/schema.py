@@ -80,6 +80,19 @@ CREATE TABLE IF NOT EXISTS derived(
 """
 
 
+# Values a plugin derives from each node at index time (``node_values`` hook),
+# under a key of the plugin's namespace. Deleted with the nodes of a file
+# whose rows are rewritten; created where missing, like ``derived``.
+NODE_VALUES_DDL = """
+CREATE TABLE IF NOT EXISTS node_values(
+    node_id INTEGER NOT NULL,
+    key TEXT NOT NULL,
+    value BLOB NOT NULL,
+    PRIMARY KEY (node_id, key)
+) WITHOUT ROWID
+"""
+
+
 def is_corruption(err: sqlite3.DatabaseError) -> bool:
     """True when SQLite says the file is not a database or is damaged."""
     # Locked, busy or a full disk leave the file itself fine.
@@ -101,6 +114,7 @@ def connect(path: Path) -> sqlite3.Connection:
         if _version(conn) != SCHEMA_VERSION:
             _rebuild(conn)
         conn.execute(DERIVED_DDL)
+        conn.execute(NODE_VALUES_DDL)
         conn.execute("SELECT count(*) FROM files").fetchone()
     except BaseException:
         conn.close()
