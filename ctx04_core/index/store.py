@@ -465,6 +465,8 @@ class CodeIndex:
         by_path: dict[str, list[tuple[Node, bytes]]] = {}
         for node, value in values:
             by_path.setdefault(node.span.path, []).append((node, value))
+        if not by_path:
+            return
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             # Ids are looked up inside the write, so a refresh by another
