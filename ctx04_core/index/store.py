@@ -448,13 +448,19 @@ class CodeIndex:
     def node_values(self, key: str, nodes: Sequence[Node]) -> list[bytes | None]:
         """The value stored under ``key`` for each node (by the ``node_values`` hook
         or :meth:`store_node_values`), None where there is none."""
+        starts: dict[str, set[int]] = {}
+        for node in nodes:
+            starts.setdefault(node.span.path, set()).add(node.span.start_line)
         stored: dict[tuple[str, str, int], bytes] = {}
-        for path in {node.span.path for node in nodes}:
+        for path, lines in starts.items():
+            # Only the asked-for nodes' values: a large file holds hundreds.
+            marks = ", ".join("?" * len(lines))
             rows = self._conn.execute(
                 "SELECT n.qualname, n.start_line, v.value FROM files f "
                 "JOIN nodes n ON n.file_id = f.id "
-                "JOIN node_values v ON v.node_id = n.id AND v.key = ? WHERE f.path = ?",
-                (key, path),
+                "JOIN node_values v ON v.node_id = n.id AND v.key = ? "
+                f"WHERE f.path = ? AND n.start_line IN ({marks})",
+                (key, path, *sorted(lines)),
             )
             stored.update(((path, qualname, start), value) for qualname, start, value in rows)
         return [stored.get((n.span.path, n.qualname, n.span.start_line)) for n in nodes]
