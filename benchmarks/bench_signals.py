@@ -9,7 +9,9 @@ sets, measured in the same process one after the other:
 - before: the stages of the session that started issue 11 (``members``,
   ``history``, ``tests`` and ``meaning`` disabled, no ``neighbour`` signal);
 - default: what ``requirements.txt`` installs (``meaning`` disabled);
-- + meaning: the default install and the optional ``meaning`` plugin.
+- + meaning: the default install and the optional ``meaning`` plugin, whose
+  vectors are read from the index (made when it is built with the plugin
+  enabled, or by the untimed warm-up for an index built without it).
 
 The tree has no ``.git``: the history plugin reads the mirror's log from the
 pinned commit back (``history_git_dir``, ``history_rev``), as ``ctx04 eval``

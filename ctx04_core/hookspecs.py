@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         Diagnostic,
         Evidence,
         Excerpt,
+        NodeValues,
         Observation,
         ParsedFile,
         Query,
@@ -65,6 +66,26 @@ def parse_file(path: str, text: str) -> ParsedFile | None:
     parser that recovers from errors (tree-sitter) returns what it recovered
     with ``error_lines`` set instead: the index keeps the nodes and lists the
     file as ``partial``. First result wins.
+    """
+
+
+@hookspec
+def node_values(
+    path: str, lines: tuple[str, ...], parsed: ParsedFile, settings: Settings
+) -> list[NodeValues] | None:
+    """Derive values from each definition of a file while the index records it.
+
+    Called by the index refresh for every file :func:`parse_file` (re)parsed,
+    on every enabled plugin, with the file's lines and what was parsed from
+    them; collected. Each :class:`~ctx04_core.types.NodeValues` holds one
+    value (bytes) or None per node of ``parsed``, in its order, under a key
+    in the plugin's own namespace. The index keeps every value with its node:
+    replaced when the file is parsed again, dropped when the file is removed.
+    A reader gets them with ``CodeIndex.node_values(key, nodes)`` and may add
+    what is missing with ``CodeIndex.store_node_values`` (nodes of files
+    indexed while the plugin was disabled have none). Return None to store
+    nothing. An exception ends the refresh with nothing written, so raise only
+    for a configuration the user must fix.
     """
 
 

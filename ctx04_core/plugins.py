@@ -17,7 +17,8 @@ DISABLE_ENV = "CTX04_DISABLE"
 
 
 class PluginError(ValueError):
-    """A plugin name that no installed distribution provides, or a missing stage."""
+    """A plugin name that no installed distribution provides, a missing stage, or
+    a plugin that cannot work as configured (a model it cannot load)."""
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,10 @@ MODEL_URL_ENV = "CTX04_MODEL_URL"
 MODEL_ENV = "CTX04_MODEL"
 MODEL_LOCALITY_ENV = "CTX04_MODEL_LOCALITY"
 LOCALITIES = ("hosted", "local")
+# The meaning plugin's encoder (an optional extra), from the environment too,
+# so a user points the CLI at a code model without a flag.
+MEANING_ENCODER_ENV = "CTX04_MEANING_ENCODER"
+MEANING_MODEL_ENV = "CTX04_MEANING_MODEL"
 
 
 class SettingsError(ValueError):
@@ -71,9 +75,10 @@ class Settings:
     # the Python dev split, so 0 (not computed) by default.
     cochange_weight: float = 0.0
     # The meaning signal (the optional ``meaning`` plugin): which text
-    # encoder, and how much the closest candidate's score is multiplied by
-    # (1 + weight).
-    meaning_encoder: str = "wordllama"
+    # encoder ("wordllama", or "onnx" with the model folder meaning_model),
+    # and how much the closest candidate's score is multiplied by (1 + weight).
+    meaning_encoder: str = _from_env(MEANING_ENCODER_ENV, "wordllama")
+    meaning_model: str = _from_env(MEANING_MODEL_ENV)
     meaning_weight: float = 2.0
     # Expansion after a first ranking: the members of the leading classes and
     # modules (the ``members`` plugin).

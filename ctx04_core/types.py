@@ -220,6 +220,18 @@ class ParsedFile:
     error_lines: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True)
+class NodeValues:
+    """Values a plugin derives from each definition of a file as the index
+    records it (the meaning plugin's vectors), kept beside the nodes."""
+
+    # "<plugin>:<what>": the plugin's own namespace, and everything the values
+    # depend on besides the file (an encoder's identity), so values made
+    # another way are never read back as these.
+    key: str
+    values: tuple[bytes | None, ...]  # one per parsed node, in order; None stores nothing
+
+
 # The decision door (repository-source-references, "When a decision door is
 # configured"): a model may reorder the rendered evidence, never erase it.
 SELECT_SITE = "repository/select"

@@ -68,7 +68,7 @@ def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     no model is configured."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     for name in ("CTX04_DISABLE", "CTX04_MODEL_URL", "CTX04_MODEL", "CTX04_MODEL_LOCALITY",
-                 "CTX04_MODEL_API_KEY"):
+                 "CTX04_MODEL_API_KEY", "CTX04_MEANING_ENCODER", "CTX04_MEANING_MODEL"):
         monkeypatch.delenv(name, raising=False)
 
 

@@ -24,7 +24,7 @@ from ctx04_core.index import CodeIndex, IndexUnavailable, RefreshStats
 from ctx04_core.index import store as store_module
 from ctx04_core.plugins import plugin_manager
 from ctx04_core.settings import Settings
-from ctx04_core.types import Edge, Node, Span
+from ctx04_core.types import Edge, Node, NodeValues, ParsedFile, Span
 
 GLOBS = ("*.py",)
 
@@ -392,6 +392,50 @@ def test_same_qualname_definitions_keep_their_own_edges(
         assert index.innermost("box.py", 8) == setter
     finally:
         index.close()
+
+
+class LineCounts:
+    """A plugin keeping each definition's line count, under a key of its own."""
+
+    @hookimpl
+    def node_values(self, parsed: ParsedFile) -> list[NodeValues]:
+        counts = tuple(
+            None if n.kind == "module" else str(n.span.end_line - n.span.start_line + 1).encode()
+            for n in parsed.nodes
+        )
+        return [NodeValues("lines:count", counts)]
+
+
+def test_values_a_plugin_derives_per_node_live_and_die_with_the_nodes(
+    repo: Path, index: CodeIndex, pm: pluggy.PluginManager
+) -> None:
+    pm.register(LineCounts())
+    refresh(index, pm)
+
+    def counts(path: str) -> dict[str, bytes | None]:
+        nodes = index.file_nodes(path)
+        return dict(zip((n.qualname for n in nodes), index.node_values("lines:count", nodes),
+                        strict=True))
+
+    assert counts("pkg/util.py") == {
+        "pkg.util": None, "pkg.util.slugify": b"3", "pkg.util.qx": b"3",
+        "pkg.util.payment_total": b"3",
+    }
+    # A reader adds what is missing; another key sees nothing.
+    [module, slugify, *_] = index.file_nodes("pkg/util.py")
+    index.store_node_values("lines:count", [(module, b"11")])
+    assert counts("pkg/util.py")["pkg.util"] == b"11"
+    assert index.node_values("other:key", [module, slugify]) == [None, None]
+
+    rewrite(repo / "pkg/util.py", "def slugify(text):\n    return text\n")
+    (repo / "app.py").unlink()
+    refresh(index, pm)
+    assert counts("pkg/util.py") == {"pkg.util": None, "pkg.util.slugify": b"2"}
+    assert counts("app.py") == {}
+    with closing(sqlite3.connect(index.path)) as conn:
+        rows = conn.execute("SELECT count(*) FROM node_values").fetchone()[0]
+    # slugify, and in pkg/store.py MemStore, remember, _write, Entry
+    assert rows == 5
 
 
 def test_multiline_statements_are_stored(tmp_path: Path, pm: pluggy.PluginManager) -> None:

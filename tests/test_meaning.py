@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -12,9 +13,13 @@ from ctx04_meaning import (
     EncoderError,
     StaticEncoder,
     candidate_text,
+    cosines,
     encoder,
+    packed,
     rescaled,
-    similarities,
+    task_vector,
+    unpacked,
+    values_key,
 )
 
 from ctx04_core.pipeline import retrieve
@@ -45,10 +50,11 @@ def test_the_encoder_loads_from_the_installed_wheel() -> None:
 
 
 def test_a_text_alike_in_meaning_is_closer() -> None:
-    close, far = similarities(
-        "the bar chart's axis is not rescaled",
-        ["draw the histogram bars and set the axis limits", "parse an e-mail header"],
-        encoder("wordllama"),
+    close, far = cosines(
+        task_vector("wordllama", "", "the bar chart's axis is not rescaled"),
+        encoder("wordllama").encode(
+            ["draw the histogram bars and set the axis limits", "parse an e-mail header"]
+        ),
     )
     assert close > far
 
@@ -72,7 +78,7 @@ def test_the_signal_lifts_the_candidate_that_means_what_the_task_says(tmp_path: 
 def test_an_unknown_encoder_is_a_clear_error() -> None:
     with pytest.raises(EncoderError) as caught:
         encoder("codebert")
-    assert str(caught.value) == "unknown meaning_encoder 'codebert'; choose from wordllama"
+    assert str(caught.value) == "unknown meaning_encoder 'codebert'; choose from wordllama, onnx"
 
 
 
@@ -89,3 +95,99 @@ def test_a_huge_line_is_cut_before_it_is_encoded(
     [module] = repo.index.file_nodes("bundle.py")
     text = candidate_text(Candidate(module.span, module.kind, module.qualname, ("test",)), repo)
     assert len(text) == MAX_TEXT_CHARS == 2000
+
+
+def vectors_of(repo: Repo, path: str) -> dict[str, bytes | None]:
+    """The stored wordllama value of each node of ``path``, by qualname."""
+    nodes = repo.index.file_nodes(path)
+    key = values_key(encoder("wordllama"))
+    return {n.qualname: v for n, v in zip(nodes, repo.index.node_values(key, nodes), strict=True)}
+
+
+def stored_rows(repo: Repo) -> int:
+    with sqlite3.connect(repo.index.path) as conn:
+        (count,) = conn.execute("SELECT count(*) FROM node_values").fetchone()
+    return int(count)
+
+
+def test_vectors_are_made_at_index_time_and_refreshed_per_file(
+    tmp_path: Path, indexed: Callable[..., Repo]
+) -> None:
+    root = make_git_repo(tmp_path / "r", FILES)
+    repo = indexed(root)
+    model = encoder("wordllama")
+    plots = vectors_of(repo, "plots.py")
+    assert list(plots) == ["plots", "plots.redraw_histogram"]
+    for path in ("plots.py", "mail.py"):
+        nodes = repo.index.file_nodes(path)
+        texts = [candidate_text(Candidate(n.span, n.kind, n.qualname, ("test",)), repo)
+                 for n in nodes]
+        expected = model.encode(texts)
+        for node, text, vector in zip(nodes, texts, expected, strict=True):
+            stored = unpacked(vectors_of(repo, path)[node.qualname], text)
+            assert stored is not None and stored.tobytes() == vector.tobytes()
+    assert stored_rows(repo) == 4  # two modules, two functions
+
+    # plots.py changes, mail.py goes: the one's vectors are replaced, the other's dropped.
+    mail = vectors_of(repo, "mail.py")
+    (root / "plots.py").write_text(str(FILES["plots.py"]) + "\ndef clear(axes):\n    axes.cla()\n")
+    (root / "mail.py").unlink()
+    (root / "quote.py").write_text("def quote(name):\n    return f'\"{name}\"'\n")
+    again = indexed(root)
+    replotted = vectors_of(again, "plots.py")
+    assert list(replotted) == ["plots", "plots.redraw_histogram", "plots.clear"]
+    assert replotted["plots"] != plots["plots"]  # the module's own text grew
+    assert replotted["plots.redraw_histogram"] == plots["plots.redraw_histogram"]
+    assert vectors_of(again, "mail.py") == {} and all(mail.values())
+    assert stored_rows(again) == 5  # plots: 3, quote: 2
+
+
+def test_a_retrieval_reads_the_stored_vector_of_the_same_text(
+    tmp_path: Path, indexed: Callable[..., Repo]
+) -> None:
+    root = make_git_repo(tmp_path / "r", FILES)
+    repo = indexed(root)
+    model = encoder("wordllama")
+    key = values_key(model)
+    [_, parse_address] = repo.index.file_nodes("mail.py")
+    [_, redraw] = repo.index.file_nodes("plots.py")
+    text = candidate_text(
+        Candidate(parse_address.span, parse_address.kind, parse_address.qualname, ("t",)), repo
+    )
+    histogram = model.encode(["redraw the bars of the histogram chart"])[0]
+    task = "After new data the bars of the chart keep their old height and the top is cut off"
+    settings = Settings(meaning_weight=1.0)
+
+    def meaning() -> dict[str | None, float]:
+        result = retrieve(task, root, disable=["pin"], settings=settings)
+        return {r.candidate.qualname: dict(r.signals)["meaning"] for r in result.candidates}
+
+    # The stored vector is what ranks: given a chart's vector, parse_address is closest.
+    repo.index.store_node_values(key, [(parse_address, packed(text, histogram * 3))])
+    assert meaning()["mail.parse_address"] == 1.0
+    # A vector stored for another text is not used: it is encoded again and replaced.
+    repo.index.store_node_values(key, [(parse_address, packed("older text", histogram))])
+    assert meaning() == {"plots.redraw_histogram": 1.0, "mail.parse_address": 0.0}
+    fresh = unpacked(repo.index.node_values(key, [parse_address])[0], text)
+    assert fresh is not None and fresh.tobytes() == model.encode([text])[0].tobytes()
+    assert repo.index.node_values("meaning:another-encoder", [parse_address, redraw]) == [
+        None, None
+    ]
+
+
+def test_vectors_missing_from_the_index_are_made_by_the_retrieval_and_kept(
+    tmp_path: Path, indexed: Callable[..., Repo]
+) -> None:
+    root = make_git_repo(tmp_path / "r", FILES)
+    # Indexed with the plugin disabled: no vector is made.
+    repo = indexed(root, disable=("pin", "meaning"))
+    assert stored_rows(repo) == 0
+    task = "After new data the bars of the chart keep their old height and the top is cut off"
+    result = retrieve(task, root, disable=["pin"])
+    assert [r.candidate.qualname for r in result.candidates] == [
+        "plots.redraw_histogram", "mail.parse_address"
+    ]
+    # The two candidates' vectors, and no others.
+    assert stored_rows(repo) == 2
+    assert vectors_of(repo, "plots.py")["plots"] is None
+    assert vectors_of(repo, "plots.py")["plots.redraw_histogram"] is not None

@@ -30,7 +30,7 @@ from ctx04_core.paths import nameable
 from ctx04_core.repository import split_lines
 from ctx04_core.settings import Settings
 from ctx04_core.text import dotted, tokenize
-from ctx04_core.types import Edge, Node, ParsedFile, Span
+from ctx04_core.types import Edge, Node, NodeValues, ParsedFile, Span
 
 DB_NAME = "index.sqlite3"
 # The files whose nodes are in the index: parsed whole, or around errors.
@@ -90,6 +90,7 @@ class _Outcome:
     message: str = ""
     parsed: ParsedFile | None = None
     lines: tuple[str, ...] = ()  # the text of a parsed file, for the code search
+    values: tuple[NodeValues, ...] = ()  # what plugins derived from its nodes
 
 
 class CodeIndex:
@@ -289,7 +290,7 @@ class CodeIndex:
                 if known and key == known.key:
                     writer.touch(known.id, st.st_size, _settled(stat, st))
                     return False
-                outcome = _parse(rel, data, key, pm)
+                outcome = _parse(rel, data, key, pm, settings)
         # Only a file whose bytes were read can be racy: a row for one never
         # read (too large, unreadable) keeps its stat.
         writer.record(rel, previous, st.st_size, _settled(stat, st) if outcome.key else stat,
@@ -444,6 +445,59 @@ class CodeIndex:
             self._conn.execute("ROLLBACK")
             raise
 
+    def node_values(self, key: str, nodes: Sequence[Node]) -> list[bytes | None]:
+        """The value stored under ``key`` for each node (by the ``node_values`` hook
+        or :meth:`store_node_values`), None where there is none."""
+        starts: dict[str, set[int]] = {}
+        for node in nodes:
+            starts.setdefault(node.span.path, set()).add(node.span.start_line)
+        stored: dict[tuple[str, str, int], bytes] = {}
+        for path, lines in starts.items():
+            # Only the asked-for nodes' values: a large file holds hundreds.
+            marks = ", ".join("?" * len(lines))
+            rows = self._conn.execute(
+                "SELECT n.qualname, n.start_line, v.value FROM files f "
+                "JOIN nodes n ON n.file_id = f.id "
+                "JOIN node_values v ON v.node_id = n.id AND v.key = ? "
+                f"WHERE f.path = ? AND n.start_line IN ({marks})",
+                (key, path, *sorted(lines)),
+            )
+            stored.update(((path, qualname, start), value) for qualname, start, value in rows)
+        return [stored.get((n.span.path, n.qualname, n.span.start_line)) for n in nodes]
+
+    def store_node_values(self, key: str, values: Sequence[tuple[Node, bytes]]) -> None:
+        """Keep each value under ``key`` with its node, replacing what was there;
+        a node no longer in the index is passed over."""
+        by_path: dict[str, list[tuple[Node, bytes]]] = {}
+        for node, value in values:
+            by_path.setdefault(node.span.path, []).append((node, value))
+        if not by_path:
+            return
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Ids are looked up inside the write, so a refresh by another
+            # process cannot renumber the nodes in between.
+            for path, pairs in by_path.items():
+                ids = {
+                    (qualname, start): node_id
+                    for node_id, qualname, start in self._conn.execute(
+                        "SELECT n.id, n.qualname, n.start_line FROM files f "
+                        "JOIN nodes n ON n.file_id = f.id WHERE f.path = ?",
+                        (path,),
+                    )
+                }
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO node_values VALUES (?, ?, ?)",
+                    [
+                        (ids[n.qualname, n.span.start_line], key, value) for n, value in pairs
+                        if (n.qualname, n.span.start_line) in ids
+                    ],
+                )
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+
     def multiline_statements(self, path: str) -> tuple[tuple[int, int], ...]:
         """Spans of the file's statements that cover several lines (headers only
         for compound statements); empty for a file that is not indexed or not parsed."""
@@ -508,6 +562,7 @@ class _Writer:
         self.edges: list[tuple[int, str, str, str, int]] = []
         self.fts: list[tuple[int, str]] = []
         self.code: list[tuple[int, str]] = []
+        self.values: list[tuple[int, str, bytes]] = []
 
     def touch(self, file_id: int, size: int, stat: str) -> None:
         self.touched.append((size, stat, file_id))
@@ -529,14 +584,24 @@ class _Writer:
              outcome.message, statements)
         )
         if parsed is not None:
-            self._add_nodes(file_id, parsed, outcome.lines)
+            self._add_nodes(file_id, parsed, outcome.lines, outcome.values)
 
-    def _add_nodes(self, file_id: int, parsed: ParsedFile, lines: tuple[str, ...]) -> None:
+    def _add_nodes(
+        self,
+        file_id: int,
+        parsed: ParsedFile,
+        lines: tuple[str, ...],
+        derived: tuple[NodeValues, ...],
+    ) -> None:
         owned = _own_lines(parsed.nodes, len(lines))
         by_qualname: dict[str, list[tuple[int, int, int]]] = {}
-        for node in parsed.nodes:
+        for position, node in enumerate(parsed.nodes):
             node_id = self.next_node
             self.next_node += 1
+            for values in derived:
+                value = values.values[position]
+                if value is not None:
+                    self.values.append((node_id, values.key, value))
             start, end = node.span.start_line, node.span.end_line
             by_qualname.setdefault(node.qualname, []).append((end - start, start, node_id))
             self.nodes.append(
@@ -570,6 +635,7 @@ class _Writer:
         conn.executemany(f"DELETE FROM edges WHERE src_node_id IN ({nodes_of})", self.cleared)
         conn.executemany(f"DELETE FROM api_fts WHERE rowid IN ({nodes_of})", self.cleared)
         conn.executemany(f"DELETE FROM code_fts WHERE rowid IN ({nodes_of})", self.cleared)
+        conn.executemany(f"DELETE FROM node_values WHERE node_id IN ({nodes_of})", self.cleared)
         conn.executemany("DELETE FROM nodes WHERE file_id = ?", self.cleared)
         conn.executemany("DELETE FROM files WHERE id = ?", self.deleted)
         conn.executemany("UPDATE files SET size = ?, stat = ? WHERE id = ?", self.touched)
@@ -580,8 +646,9 @@ class _Writer:
         conn.executemany("INSERT INTO edges VALUES (?, ?, ?, ?, ?)", self.edges)
         conn.executemany("INSERT INTO api_fts(rowid, tokens) VALUES (?, ?)", self.fts)
         conn.executemany("INSERT INTO code_fts(rowid, tokens) VALUES (?, ?)", self.code)
+        conn.executemany("INSERT OR REPLACE INTO node_values VALUES (?, ?, ?)", self.values)
         for rows in (self.cleared, self.deleted, self.touched, self.files, self.nodes,
-                     self.edges, self.fts, self.code):
+                     self.edges, self.fts, self.code, self.values):
             rows.clear()
 
 
@@ -603,7 +670,9 @@ def _own_lines(nodes: tuple[Node, ...], n_lines: int) -> dict[Node, list[int]]:
     return owned
 
 
-def _parse(rel: str, data: bytes, key: str, pm: pluggy.PluginManager) -> _Outcome:
+def _parse(
+    rel: str, data: bytes, key: str, pm: pluggy.PluginManager, settings: Settings
+) -> _Outcome:
     if b"\0" in data:
         return _Outcome(key, "binary", "contains a NUL byte")
     try:
@@ -621,7 +690,10 @@ def _parse(rel: str, data: bytes, key: str, pm: pluggy.PluginManager) -> _Outcom
         status = "partial"
         where = ", ".join(map(str, parsed.error_lines))
         message = f"indexed around code that does not parse at line(s) {where}"
-    return _Outcome(key, status, message, parsed=parsed, lines=split_lines(text))
+    lines = split_lines(text)
+    derived = pm.hook.node_values(path=rel, lines=lines, parsed=parsed, settings=settings)
+    values = tuple(v for per_plugin in derived for v in per_plugin)
+    return _Outcome(key, status, message, parsed=parsed, lines=lines, values=values)
 
 
 def _fingerprint(pm: pluggy.PluginManager) -> str:
