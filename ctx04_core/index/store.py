@@ -15,6 +15,7 @@ import json
 import os
 import sqlite3
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,6 +40,10 @@ LOCK_TIMEOUT_S = 60.0
 MAX_QUERY_TOKENS = 64
 # Rows are flushed to SQLite every this many files, inside the one transaction.
 BATCH_FILES = 256
+# Files whose nodes an open index keeps, least recently asked for dropped
+# first: one retrieval on django or sympy asks for 27 to 230 files' nodes, and a
+# long-lived process (``ctx04 mcp``) must not grow with every new file asked.
+FILE_NODES_CACHED = 256
 
 _NODE_COLUMNS = (
     "f.path, n.qualname, n.name, n.kind, n.start_line, n.end_line, "
@@ -109,7 +114,7 @@ class CodeIndex:
         self._names: frozenset[str] | None = None
         self._paths: frozenset[str] | None = None
         # Stages ask for the same few files' nodes hundreds of times a retrieval.
-        self._file_nodes: dict[str, tuple[Node, ...]] = {}
+        self._file_nodes: OrderedDict[str, tuple[Node, ...]] = OrderedDict()
         self._vocabulary: int | None = None  # node count, once the vocabulary view exists
 
     @staticmethod
@@ -324,9 +329,14 @@ class CodeIndex:
 
     def file_nodes(self, path: str) -> list[Node]:
         """Every node of the file, module first, then by start line, outer before inner."""
-        if path not in self._file_nodes:
-            self._file_nodes[path] = tuple(self._nodes("f.path = ?", (path,)))
-        return list(self._file_nodes[path])
+        nodes = self._file_nodes.get(path)
+        if nodes is None:
+            nodes = self._file_nodes[path] = tuple(self._nodes("f.path = ?", (path,)))
+            if len(self._file_nodes) > FILE_NODES_CACHED:
+                self._file_nodes.popitem(last=False)
+        else:
+            self._file_nodes.move_to_end(path)
+        return list(nodes)
 
     def innermost(self, path: str, line: int) -> Node | None:
         """The smallest definition containing ``line``, else the module, else None."""
