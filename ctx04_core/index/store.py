@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import platformdirs
 import pluggy
@@ -115,6 +115,7 @@ class CodeIndex:
         self._paths: frozenset[str] | None = None
         # Stages ask for the same few files' nodes hundreds of times a retrieval.
         self._file_nodes: OrderedDict[str, tuple[Node, ...]] = OrderedDict()
+        self._file_contains: OrderedDict[str, _Contains] = OrderedDict()
         self._vocabulary: int | None = None  # node count, once the vocabulary view exists
 
     @staticmethod
@@ -179,6 +180,7 @@ class CodeIndex:
         refused = {rel: why for rel, why in refused.items() if nameable(rel)}
         self._names = self._paths = None
         self._file_nodes.clear()
+        self._file_contains.clear()
         with _exclusive(self.path, self.root):
             try:
                 counts = self._refresh(pm, paths, refused, settings, progress)
@@ -329,13 +331,9 @@ class CodeIndex:
 
     def file_nodes(self, path: str) -> list[Node]:
         """Every node of the file, module first, then by start line, outer before inner."""
-        nodes = self._file_nodes.get(path)
-        if nodes is None:
-            nodes = self._file_nodes[path] = tuple(self._nodes("f.path = ?", (path,)))
-            if len(self._file_nodes) > FILE_NODES_CACHED:
-                self._file_nodes.popitem(last=False)
-        else:
-            self._file_nodes.move_to_end(path)
+        nodes: tuple[Node, ...] = _recent(
+            self._file_nodes, path, lambda: tuple(self._nodes("f.path = ?", (path,)))
+        )
         return list(nodes)
 
     def innermost(self, path: str, line: int) -> Node | None:
@@ -345,15 +343,26 @@ class CodeIndex:
 
     def children(self, node: Node) -> list[Node]:
         """The definitions directly inside ``node``, in file order."""
-        node_id = self._node_id(node)
-        if node_id is None:
+        path = node.span.path
+        contains = _recent(self._file_contains, path, lambda: self._contains(path))
+        inside = contains.get((node.qualname, node.span.start_line))
+        if not inside:
             return []
-        return self._nodes(
-            "n.file_id = (SELECT file_id FROM nodes WHERE id = ?) AND EXISTS ("
-            "SELECT 1 FROM edges e WHERE e.src_node_id = ? AND e.kind = 'contain' "
-            "AND e.target = n.qualname AND e.line = n.start_line)",
-            (node_id, node_id),
+        return [n for n in self.file_nodes(path) if (n.qualname, n.span.start_line) in inside]
+
+    def _contains(self, path: str) -> _Contains:
+        # One query per file instead of one per container: a retrieval asks
+        # for the children of about 200 containers, most in the same few files.
+        rows = self._conn.execute(
+            "SELECT n.qualname, n.start_line, e.target, e.line FROM edges e "
+            "JOIN nodes n ON n.id = e.src_node_id JOIN files f ON f.id = n.file_id "
+            "WHERE f.path = ? AND e.kind = 'contain'",
+            (path,),
         )
+        contains: dict[tuple[str, int], set[tuple[str, int]]] = {}
+        for qualname, start, target, line in rows:
+            contains.setdefault((qualname, start), set()).add((target, line))
+        return {key: frozenset(inside) for key, inside in contains.items()}
 
     def edges_from(self, node: Node) -> list[Edge]:
         """The references out of ``node``, by line."""
@@ -495,6 +504,25 @@ class CodeIndex:
             (node.span.path, node.qualname, node.span.start_line),
         ).fetchone()
         return int(row[0]) if row else None
+
+
+# Per definition of a file, by (qualname, start line): the (qualname, start
+# line) of each definition directly inside it.
+_Contains = dict[tuple[str, int], frozenset[tuple[str, int]]]
+_Cached = TypeVar("_Cached")
+
+
+def _recent(cache: OrderedDict[str, _Cached], key: str, load: Callable[[], _Cached]) -> _Cached:
+    """``cache[key]``, loaded when missing; past ``FILE_NODES_CACHED`` entries the
+    least recently asked for is dropped."""
+    value = cache.get(key)
+    if value is None:
+        value = cache[key] = load()
+        if len(cache) > FILE_NODES_CACHED:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return value
 
 
 class _Writer:
