@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -64,6 +65,15 @@ class RepoResult:
     cold_seconds: float
     tasks: list[TaskResult]
     driver: dict[str, Any]
+
+
+def add_aider_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--aider-version", default=DEFAULT_AIDER_VERSION,
+                        help=f"aider-chat version to install (default {DEFAULT_AIDER_VERSION})")
+    parser.add_argument("--map-tokens", type=int, default=4000,
+                        help="aider's map budget; ctx04's default budget is 4000 (default 4000)")
+    parser.add_argument("--python", default=sys.executable,
+                        help="interpreter that creates aider's venv (default: this one)")
 
 
 def aider_python(args: argparse.Namespace) -> Path:
@@ -111,32 +121,22 @@ def mentions(query: Query, files: list[str]) -> tuple[list[str], list[str]]:
     return list(idents), list(fnames)
 
 
-def measure(
-    spec: bl.RepoSpec, args: argparse.Namespace, python: Path, scratch: Path
-) -> RepoResult:
-    tree = bl.materialise(spec, args.cache_dir, args.mirror_dir)
-    index_dir = args.cache_dir / "index" / spec.tag
-    settings = Settings()
-    repo, _ = open_repo(tree, plugin_manager(), settings, index_dir)
-    try:
-        names = repo.index.names()
-        files = ripgrep.list_files(
-            tree, repo.globs, settings.exclude_globs, settings.search_timeout_s
-        )
-    finally:
-        repo.index.close()
-
-    # ctx04 first, while aider is not running: the two never share the CPUs.
-    jobs, ctx04_times = [], []
-    for task in spec.tasks:
+def aider_jobs(
+    tasks: Sequence[bl.Task], names: frozenset[str], files: list[str], settings: Settings
+) -> list[dict[str, Any]]:
+    """The driver's task list: each task's mentioned identifiers and files."""
+    jobs = []
+    for task in tasks:
         idents, fnames = mentions(build_query(task.text, names=names, settings=settings), files)
         jobs.append({"id": task.id, "mentioned_idents": idents, "mentioned_fnames": fnames})
-        ctx04_times.append(
-            bl.sample(partial(retrieve, task.text, tree, index_dir=index_dir), args.runs)
-        )
-        print(f"  {task.id}: ctx04 {bl.seconds(ctx04_times[-1].median)}", file=sys.stderr,
-              flush=True)
+    return jobs
 
+
+def run_aider(
+    python: Path, tree: Path, files: list[str], jobs: list[dict[str, Any]],
+    args: argparse.Namespace, scratch: Path,
+) -> dict[str, Any]:
+    """aider's map timed per task by the driver, on a fresh copy of the tree; its report."""
     copy = bl.fresh_copy(tree, scratch / "tree")
     job = {
         "root": str(copy), "files": [str(copy / rel) for rel in files],
@@ -146,17 +146,55 @@ def measure(
     job_file.write_text(json.dumps(job), encoding="utf-8")
     bl.check(bl.run_child([str(python), str(DRIVER), str(job_file), str(out_file)], cwd=copy),
              "aider driver")
-    driver = json.loads(out_file.read_text(encoding="utf-8"))
+    driver: dict[str, Any] = json.loads(out_file.read_text(encoding="utf-8"))
+    return driver
+
+
+def indexed_files(tree: Path, index_dir: Path) -> tuple[frozenset[str], list[str]]:
+    """The index's names and the source files ctx04 indexes (both tools map these)."""
+    settings = Settings()
+    repo, _ = open_repo(tree, plugin_manager(), settings, index_dir)
+    try:
+        files = ripgrep.list_files(
+            tree, repo.globs, settings.exclude_globs, settings.search_timeout_s
+        )
+        return repo.index.names(), files
+    finally:
+        repo.index.close()
+
+
+def measure(
+    spec: bl.RepoSpec, args: argparse.Namespace, python: Path, scratch: Path
+) -> RepoResult:
+    tree = bl.materialise(spec, args.cache_dir, args.mirror_dir)
+    index_dir = args.cache_dir / "index" / spec.tag
+    names, files = indexed_files(tree, index_dir)
+    jobs = aider_jobs(spec.tasks, names, files, Settings())
+
+    # ctx04 first, while aider is not running: the two never share the CPUs.
+    ctx04_times = []
+    for task in spec.tasks:
+        ctx04_times.append(
+            bl.sample(partial(retrieve, task.text, tree, index_dir=index_dir), args.runs)
+        )
+        print(f"  {task.id}: ctx04 {bl.seconds(ctx04_times[-1].median)}", file=sys.stderr,
+              flush=True)
+
+    driver = run_aider(python, tree, files, jobs, args, scratch)
     results = []
     for task, job_task, ctx04_stats, done in zip(
         spec.tasks, jobs, ctx04_times, driver["tasks"], strict=True
     ):
         results.append(TaskResult(
             task, len(job_task["mentioned_idents"]), len(job_task["mentioned_fnames"]),
-            ctx04_stats, bl.Stats(tuple(done["samples"]), tuple(done["cpu"])),
-            done["map_tokens"],
+            ctx04_stats, driver_stats(done), done["map_tokens"],
         ))
     return RepoResult(spec, len(files), driver["cold_seconds"], results, driver)
+
+
+def driver_stats(done: dict[str, Any]) -> bl.Stats:
+    """One task's wall and CPU samples as the driver reported them."""
+    return bl.Stats(tuple(done["samples"]), tuple(done["cpu"]))
 
 
 def report(result: RepoResult) -> str:
@@ -187,12 +225,7 @@ def report(result: RepoResult) -> str:
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     bl.add_common_args(parser)
-    parser.add_argument("--aider-version", default=DEFAULT_AIDER_VERSION,
-                        help=f"aider-chat version to install (default {DEFAULT_AIDER_VERSION})")
-    parser.add_argument("--map-tokens", type=int, default=4000,
-                        help="aider's map budget; ctx04's default budget is 4000 (default 4000)")
-    parser.add_argument("--python", default=sys.executable,
-                        help="interpreter that creates aider's venv (default: this one)")
+    add_aider_args(parser)
     args = parser.parse_args(argv)
     specs = bl.chosen_specs(args)
     python = aider_python(args)

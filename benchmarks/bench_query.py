@@ -20,7 +20,11 @@ Per repository (pinned tree in the cache folder, its index built once in
   search ctx04 cannot do without;
 - per-term: the spec's way (§3.2), one rg per term, one after the other,
   each stopped once more than ``hits_per_term`` (40) hit lines have arrived:
-  what lexical recall cost before it searched all terms in one run.
+  what lexical recall cost before it searched all terms in one run;
+- aider (with ``--aider``): aider's repository map on the same tasks, as
+  ``bench_aider.py`` times it (its own venv under the cache folder, made on
+  first use; driven by ``aider_driver.py``), after ctx04's figures so the two
+  never share the CPUs.
 
 Then, once: ``ctx04 --help`` and ``python -c "import ctx04_core"`` against
 ``python -c pass`` (the interpreter's own start-up).
@@ -34,10 +38,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
+import bench_aider
 import benchlib as bl
 import serverlib
 from ctx04_recall_ripgrep import rg_command, search_terms
@@ -57,6 +62,7 @@ class TaskResult:
     cli: bl.Stats
     floor: bl.Stats
     per_term: bl.Stats
+    aider: bl.Stats | None = None
 
 
 @dataclass(frozen=True)
@@ -108,7 +114,9 @@ def run_per_term(commands: list[list[str]], tree: Path, cap: int) -> None:
         proc.wait()
 
 
-def measure(spec: bl.RepoSpec, args: argparse.Namespace, scratch: Path) -> RepoResult:
+def measure(
+    spec: bl.RepoSpec, args: argparse.Namespace, scratch: Path, aider: Path | None
+) -> RepoResult:
     tree, index_dir, files = warm_index(spec, args)
     ctx04 = bl.tool_path("ctx04")
     cap = Settings().hits_per_term
@@ -116,6 +124,12 @@ def measure(spec: bl.RepoSpec, args: argparse.Namespace, scratch: Path) -> RepoR
     with serverlib.running([tree], index_dir) as server:
         for task in spec.tasks:
             results.append(measure_task(task, tree, index_dir, server, ctx04, cap, args, scratch))
+    if aider is not None:
+        names, listed = bench_aider.indexed_files(tree, index_dir)
+        jobs = bench_aider.aider_jobs(spec.tasks, names, listed, Settings())
+        driver = bench_aider.run_aider(aider, tree, listed, jobs, args, scratch)
+        results = [replace(t, aider=bench_aider.driver_stats(done))
+                   for t, done in zip(results, driver["tasks"], strict=True)]
     return RepoResult(spec, files, results)
 
 
@@ -197,6 +211,27 @@ def report(result: RepoResult) -> str:
     )
 
 
+def aider_report(result: RepoResult) -> str:
+    """The server, the API and the floor against aider's map, wall time, same run."""
+    def row(label: str, server: float, api: float, floor: float, aider: float) -> list[str]:
+        return [label, bl.seconds(server), bl.seconds(api), bl.seconds(floor), bl.seconds(aider),
+                bl.ratio(aider, server), bl.ratio(aider, api), bl.ratio(server, floor)]
+
+    rows = []
+    for t in result.tasks:
+        assert t.aider is not None
+        rows.append(row(t.task.id, t.server.median, t.api.median, t.floor.median,
+                        t.aider.median))
+    for label, combine in (("**median over tasks**", statistics.median),
+                           ("**sum over tasks**", sum)):
+        rows.append(row(label, *(combine(_median(getattr(t, k), False) for t in result.tasks)
+                                 for k in ("server", "api", "floor", "aider"))))
+    return bl.markdown_table(
+        ["task", "server (MCP)", "API", "rg floor", "aider map", "speed-up (aider / server)",
+         "speed-up (aider / API)", "server / floor"], rows,
+    )
+
+
 def startup(runs: int) -> str:
     python, ctx04 = sys.executable, bl.tool_path("ctx04")
     commands = [
@@ -223,19 +258,30 @@ def main(argv: list[str]) -> None:
         "--startup-runs", type=int, default=20,
         help="runs of each start-up command (they take tens of ms; default 20)",
     )
+    parser.add_argument(
+        "--aider", action="store_true",
+        help="also time aider's repository map on the same tasks (installs it on first use)",
+    )
+    bench_aider.add_aider_args(parser)
     args = parser.parse_args(argv)
     specs = bl.chosen_specs(args)
+    aider = bench_aider.aider_python(args) if args.aider else None
     bl.print_header("ctx04 query benchmark", ["bench_query.py", *argv])
     (args.cache_dir / "scratch").mkdir(parents=True, exist_ok=True)
     results = []
     for spec in specs:
         with tempfile.TemporaryDirectory(dir=args.cache_dir / "scratch") as scratch:
-            result = measure(spec, args, Path(scratch))
+            result = measure(spec, args, Path(scratch), aider)
         results.append(result)
         print(bl.repo_heading(spec, args.cache_dir / "trees" / spec.tag, result.files))
         print(f"Warm index; {args.runs} runs per task after 1 warm-up. "
               "Target (django): API and server ≤ 3× the floor.\n")
         print(report(result) + "\n", flush=True)
+        if aider is not None:
+            print("Against aider's repository map, measured after ctx04 in the same run "
+                  f"(map_tokens={args.map_tokens}; median of {args.runs} runs after 1 warm-up). "
+                  "Target (django): ≥ 10× faster than aider.\n")
+            print(aider_report(result) + "\n", flush=True)
     if len(results) > 1:
         print("### Growth across repositories (median over the 10 tasks of per-task medians)\n")
         rows = []

@@ -6,6 +6,7 @@ so a term means the same thing at every stage.
 
 from __future__ import annotations
 
+import functools
 import re
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -25,13 +26,23 @@ def tokenize(text: str) -> list[str]:
     still matches a part.
     """
     terms: list[str] = []
-    for match in _WORD.finditer(text):
-        word = match.group()
-        terms.append(word.lower())
-        parts = _PART.findall(word)
-        if len(parts) > 1:
-            terms.extend(part.lower() for part in parts)
+    for word in _WORD.findall(text):
+        terms.extend(_word_terms(word))
     return terms
+
+
+# Distinct words whose terms are kept: a warm django retrieval tokenizes
+# some hundred thousand words, most of them repeats of a few thousand.
+WORDS_CACHED = 1 << 14
+
+
+@functools.lru_cache(maxsize=WORDS_CACHED)
+def _word_terms(word: str) -> tuple[str, ...]:
+    """The word lower-cased, then its parts if it has several."""
+    parts = _PART.findall(word)
+    if len(parts) > 1:
+        return (word.lower(), *(part.lower() for part in parts))
+    return (word.lower(),)
 
 
 # Words so common in English prose that they say nothing about which code a

@@ -366,6 +366,21 @@ def test_read_api(index: CodeIndex, pm: pluggy.PluginManager) -> None:
     assert index.failures() == []
 
 
+def test_file_nodes_keep_the_most_recently_asked_files_only(
+    index: CodeIndex, pm: pluggy.PluginManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "FILE_NODES_CACHED", 2)
+    refresh(index, pm)
+
+    for path in ("pkg/store.py", "app.py", "pkg/util.py", "app.py", "pkg/__init__.py"):
+        index.file_nodes(path)
+
+    assert list(index._file_nodes) == ["app.py", "pkg/__init__.py"]
+    # A file dropped from the cache is read again, the same.
+    assert index.file_nodes("pkg/store.py") == [MODULE, MEMSTORE, REMEMBER, WRITE, ENTRY]
+    assert list(index._file_nodes) == ["pkg/__init__.py", "pkg/store.py"]
+
+
 def test_same_qualname_definitions_keep_their_own_edges(
     tmp_path: Path, pm: pluggy.PluginManager
 ) -> None:

@@ -28,7 +28,7 @@ from conftest import INSTALLED_PLUGINS, SHOP, make_git_repo
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import CallToolResult, TextContent
+from mcp_types import CallToolResult, ListRootsResult, Root, TextContent
 
 from ctx04_core.index.store import CodeIndex
 
@@ -53,13 +53,38 @@ def server_env(cache: Path) -> dict[str, str]:
 
 
 @asynccontextmanager
-async def stdio_session(repo: Path, cache: Path) -> AsyncIterator[ClientSession]:
-    params = StdioServerParameters(
-        command=CTX04, args=["mcp", "--repo", str(repo)], env=server_env(cache)
-    )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+async def stdio_session(
+    repo: Path, cache: Path, *options: str, roots: list[Path] | None = None
+) -> AsyncIterator[ClientSession]:
+    """A client session with ``ctx04 mcp --repo REPO OPTIONS``; with ``roots``, a
+    server given no ``--repo`` and a client that offers these roots."""
+
+    async def list_roots(context: object) -> ListRootsResult:
+        return ListRootsResult(roots=[Root(uri=root.as_uri()) for root in roots or ()])
+
+    args = ["mcp", *options] if roots is not None else ["mcp", "--repo", str(repo), *options]
+    params = StdioServerParameters(command=CTX04, args=args, env=server_env(cache))
+    async with (
+        stdio_client(params) as (read, write),
+        ClientSession(
+            read, write, list_roots_callback=list_roots if roots is not None else None
+        ) as session,
+    ):
         await session.initialize()
         yield session
+
+
+def call_once(
+    repo: Path, cache: Path, calls: list[tuple[str, dict[str, Any]]], *options: str,
+    roots: list[Path] | None = None,
+) -> list[CallToolResult]:
+    """The results of ``calls``, in order, from one server started for them."""
+
+    async def run() -> list[CallToolResult]:
+        async with stdio_session(repo, cache, *options, roots=roots) as session:
+            return [await session.call_tool(tool, arguments) for tool, arguments in calls]
+
+    return anyio.run(run)
 
 
 @pytest.fixture(scope="module")
@@ -174,6 +199,45 @@ def test_a_bad_repository_is_a_one_line_error_and_the_server_goes_on(
     after = server.call("retrieve", task=TASK)
     assert not after.is_error
     assert "### shop.cart.Cart.total [shop/cart.py:41-46" in text_of(after)
+
+
+def test_without_a_repo_the_client_roots_are_the_allowed_repositories(
+    server: Server, tmp_path: Path
+) -> None:
+    elsewhere = make_git_repo(tmp_path / "elsewhere", SHOP).resolve()
+    default, outside = call_once(
+        server.repo, tmp_path / "cache",
+        [("retrieve", {"task": TASK}), ("retrieve", {"task": TASK, "repo": str(elsewhere)})],
+        roots=[server.repo],
+    )
+    assert text_of(default) == text_of(server.call("retrieve", task=TASK))
+    assert outside.is_error
+    assert text_of(outside) == (
+        f"Error executing tool retrieve: repository {elsewhere} is outside the allowed "
+        f"roots ({server.repo})"
+    )
+
+
+def test_a_call_past_the_timeout_is_a_one_line_error_and_the_server_goes_on(
+    tmp_path: Path,
+) -> None:
+    # Indexing 2,000 files takes seconds: far past the shortest timeout.
+    many = {f"pkg/m{i}.py": f"def f{i}(x):\n    return x + {i}\n" for i in range(2000)}
+    repo = make_git_repo(tmp_path / "many", many).resolve()
+    slow, plugins, vet = call_once(
+        repo, tmp_path / "cache",
+        [("retrieve", {"task": "f7 returns x plus seven"}), ("plugins", {}),
+         ("vet", {"artifact": "return x + 7"})],
+        "--timeout", "0.1",
+    )
+    assert slow.is_error
+    assert text_of(slow) == (
+        "Error executing tool retrieve: no answer within 0.1 s; the work goes on and later "
+        f"calls on {repo} wait for it"
+    )
+    assert not plugins.is_error
+    assert not vet.is_error
+    assert text_of(vet) == "accepted: checked against 0 retrieved blocks"
 
 
 def test_a_plugin_disabled_for_one_call_only(server: Server) -> None:

@@ -15,11 +15,12 @@ import json
 import os
 import sqlite3
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import platformdirs
 import pluggy
@@ -39,6 +40,10 @@ LOCK_TIMEOUT_S = 60.0
 MAX_QUERY_TOKENS = 64
 # Rows are flushed to SQLite every this many files, inside the one transaction.
 BATCH_FILES = 256
+# Files whose nodes an open index keeps, least recently asked for dropped
+# first: one retrieval on django or sympy asks for 27 to 230 files' nodes, and a
+# long-lived process (``ctx04 mcp``) must not grow with every new file asked.
+FILE_NODES_CACHED = 256
 
 _NODE_COLUMNS = (
     "f.path, n.qualname, n.name, n.kind, n.start_line, n.end_line, "
@@ -110,7 +115,8 @@ class CodeIndex:
         self._names: frozenset[str] | None = None
         self._paths: frozenset[str] | None = None
         # Stages ask for the same few files' nodes hundreds of times a retrieval.
-        self._file_nodes: dict[str, tuple[Node, ...]] = {}
+        self._file_nodes: OrderedDict[str, tuple[Node, ...]] = OrderedDict()
+        self._file_contains: OrderedDict[str, _Contains] = OrderedDict()
         self._vocabulary: int | None = None  # node count, once the vocabulary view exists
 
     @staticmethod
@@ -175,6 +181,7 @@ class CodeIndex:
         refused = {rel: why for rel, why in refused.items() if nameable(rel)}
         self._names = self._paths = None
         self._file_nodes.clear()
+        self._file_contains.clear()
         with _exclusive(self.path, self.root):
             try:
                 counts = self._refresh(pm, paths, refused, settings, progress)
@@ -325,9 +332,10 @@ class CodeIndex:
 
     def file_nodes(self, path: str) -> list[Node]:
         """Every node of the file, module first, then by start line, outer before inner."""
-        if path not in self._file_nodes:
-            self._file_nodes[path] = tuple(self._nodes("f.path = ?", (path,)))
-        return list(self._file_nodes[path])
+        nodes: tuple[Node, ...] = _recent(
+            self._file_nodes, path, lambda: tuple(self._nodes("f.path = ?", (path,)))
+        )
+        return list(nodes)
 
     def innermost(self, path: str, line: int) -> Node | None:
         """The smallest definition containing ``line``, else the module, else None."""
@@ -336,15 +344,26 @@ class CodeIndex:
 
     def children(self, node: Node) -> list[Node]:
         """The definitions directly inside ``node``, in file order."""
-        node_id = self._node_id(node)
-        if node_id is None:
+        path = node.span.path
+        contains = _recent(self._file_contains, path, lambda: self._contains(path))
+        inside = contains.get((node.qualname, node.span.start_line))
+        if not inside:
             return []
-        return self._nodes(
-            "n.file_id = (SELECT file_id FROM nodes WHERE id = ?) AND EXISTS ("
-            "SELECT 1 FROM edges e WHERE e.src_node_id = ? AND e.kind = 'contain' "
-            "AND e.target = n.qualname AND e.line = n.start_line)",
-            (node_id, node_id),
+        return [n for n in self.file_nodes(path) if (n.qualname, n.span.start_line) in inside]
+
+    def _contains(self, path: str) -> _Contains:
+        # One query per file instead of one per container: a retrieval asks
+        # for the children of about 200 containers, most in the same few files.
+        rows = self._conn.execute(
+            "SELECT n.qualname, n.start_line, e.target, e.line FROM edges e "
+            "JOIN nodes n ON n.id = e.src_node_id JOIN files f ON f.id = n.file_id "
+            "WHERE f.path = ? AND e.kind = 'contain'",
+            (path,),
         )
+        contains: dict[tuple[str, int], set[tuple[str, int]]] = {}
+        for qualname, start, target, line in rows:
+            contains.setdefault((qualname, start), set()).add((target, line))
+        return {key: frozenset(inside) for key, inside in contains.items()}
 
     def edges_from(self, node: Node) -> list[Edge]:
         """The references out of ``node``, by line."""
@@ -539,6 +558,25 @@ class CodeIndex:
             (node.span.path, node.qualname, node.span.start_line),
         ).fetchone()
         return int(row[0]) if row else None
+
+
+# Per definition of a file, by (qualname, start line): the (qualname, start
+# line) of each definition directly inside it.
+_Contains = dict[tuple[str, int], frozenset[tuple[str, int]]]
+_Cached = TypeVar("_Cached")
+
+
+def _recent(cache: OrderedDict[str, _Cached], key: str, load: Callable[[], _Cached]) -> _Cached:
+    """``cache[key]``, loaded when missing; past ``FILE_NODES_CACHED`` entries the
+    least recently asked for is dropped."""
+    value = cache.get(key)
+    if value is None:
+        value = cache[key] = load()
+        if len(cache) > FILE_NODES_CACHED:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    return value
 
 
 class _Writer:
