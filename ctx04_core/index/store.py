@@ -16,6 +16,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,14 +75,6 @@ class RefreshStats:
 
 
 @dataclass(frozen=True)
-class _Stored:
-    id: int
-    key: str
-    size: int
-    stat: str  # _stat_key of the file when it was last read; "" forces a re-read
-
-
-@dataclass(frozen=True)
 class _Outcome:
     """What reading and parsing one file gave."""
 
@@ -90,6 +83,18 @@ class _Outcome:
     message: str = ""
     parsed: ParsedFile | None = None
     lines: tuple[str, ...] = ()  # the text of a parsed file, for the code search
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A file whose stat changed: it must be read, and perhaps parsed again."""
+
+    rel: str
+    file_id: int | None  # of its row, if it has one
+    known_key: str  # the stored key, when the stored row can be trusted; else ""
+    size: int
+    stat: str  # its _stat_key
+    settled: str  # the stat to keep once read: "" while it is racily clean
 
 
 class CodeIndex:
@@ -163,10 +168,16 @@ class CodeIndex:
         """Bring the index up to date with the files ``globs`` match under the root."""
         started = time.perf_counter()
         try:
-            listed = ripgrep.list_files(
-                self.root, globs, settings.exclude_globs, settings.search_timeout_s
-            )
-            refused = ripgrep.refused_sources(self.root, globs, settings.exclude_globs)
+            # The walk for refused sources runs while rg lists the files: each
+            # takes a few tenths of a second on 50,000 files, on its own core.
+            with ThreadPoolExecutor(1, thread_name_prefix="ctx04-refused") as walker:
+                walking = walker.submit(
+                    ripgrep.refused_sources, self.root, globs, settings.exclude_globs
+                )
+                listed = ripgrep.list_files(
+                    self.root, globs, settings.exclude_globs, settings.search_timeout_s
+                )
+                refused = walking.result()
         except ripgrep.SearchUnavailable as err:
             raise IndexUnavailable(str(err)) from err
         # A file name that is not UTF-8 cannot be stored, nor named to a model.
@@ -209,38 +220,66 @@ class CodeIndex:
         progress: Callable[[int, int], None] | None,
     ) -> tuple[int, int, int]:
         conn = self._conn
-        stored = {
-            row[0]: _Stored(*row[1:])
-            for row in conn.execute("SELECT path, id, key, size, stat FROM files")
-        }
+        # Plain dicts built by SQLite's rows: an object per file cost more
+        # than the stat walk itself on 50,000 files.
+        ids: dict[str, int] = dict(conn.execute("SELECT path, id FROM files"))
         # What a file's row says depends on the parsers too: when they change
         # (a parser disabled for an ablation, then enabled again), no stored
         # row can be trusted.
         fingerprint = _fingerprint(pm)
         row = conn.execute("SELECT value FROM meta WHERE key = 'parsers'").fetchone()
-        trusted = row is not None and row[0] == fingerprint
+        # Per trusted row, the stat the file must have for the row to stand
+        # (see _changed); a racily clean row keeps "" as its stat, which no
+        # file's stat equals.
+        standing: dict[str, str] = {}
+        if row is not None and row[0] == fingerprint:
+            standing = dict(conn.execute(
+                f"SELECT path, CASE key WHEN '' THEN '{_UNREAD}' || stat ELSE stat END FROM files"
+            ))
         writer = _Writer(conn)
         parsed = unchanged = 0
+        # Paths joined as strings: a Path per file made the stat walk of a
+        # 50,000-file repository four times as slow.
+        top = f"{self.root}{os.sep}"
+        # Taken before any file is read, so a file read later is never
+        # wrongly taken as settled (see RACY_NS).
+        now = time.time_ns()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for done, rel in enumerate(paths, 1):
-                previous = stored.get(rel)
-                if self._update_file(writer, rel, previous, trusted, pm, settings):
+            reads: list[_Read] = []
+            for rel in paths:
+                change = self._changed(writer, top, rel, ids.get(rel), standing.get(rel),
+                                       settings, now)
+                if isinstance(change, _Read):
+                    reads.append(change)
+                elif change:
                     parsed += 1
                 else:
                     unchanged += 1
+            if progress is not None and len(reads) < len(paths):
+                progress(len(paths) - len(reads), len(paths))
+            for done, read in enumerate(reads, 1):
+                outcome = _read_file(top, read.rel, read.known_key, pm)
+                if outcome.key and outcome.key == read.known_key:
+                    assert read.file_id is not None
+                    writer.touch(read.file_id, read.size, read.settled)
+                    unchanged += 1
+                else:
+                    writer.record(read.rel, read.file_id, read.size,
+                                  read.settled if outcome.key else read.stat, outcome)
+                    parsed += 1
                 if done % BATCH_FILES == 0:
                     writer.flush()
                     # A heartbeat for processes waiting on the lock: still busy.
                     _lock_path(self.path).touch()
                 if progress is not None:
-                    progress(done, len(paths))
+                    progress(len(paths) - len(reads) + done, len(paths))
             # Entries the listing passed over (a link out of the root, a link
             # loop) are recorded, never opened, so coverage can name them.
             for rel, reason in refused.items():
-                writer.record(rel, stored.get(rel), 0, "", _Outcome("", "refused", reason))
+                writer.record(rel, ids.get(rel), 0, "", _Outcome("", "refused", reason))
             listed = set(paths) | refused.keys()
-            gone = [s.id for p, s in stored.items() if p not in listed]
+            gone = [file_id for p, file_id in ids.items() if p not in listed]
             writer.delete_files(gone)
             writer.flush()
             conn.execute(
@@ -253,48 +292,44 @@ class CodeIndex:
             raise
         return parsed, unchanged, len(gone)
 
-    def _update_file(
+    def _changed(
         self,
         writer: _Writer,
+        top: str,
         rel: str,
-        previous: _Stored | None,
-        trusted: bool,
-        pm: pluggy.PluginManager,
+        file_id: int | None,
+        standing: str | None,
         settings: Settings,
-    ) -> bool:
-        """Record the file if it changed; True when it was (re)read and recorded."""
+        now: int,
+    ) -> _Read | bool:
+        """False when the file's stat shows it unchanged; True when its row was
+        written without reading it (it cannot be read); else the read it needs.
+
+        ``standing`` is the stat a trusted row needs, prefixed with _UNREAD for
+        a row of a file never read (too large, unreadable): with a new size
+        limit, the same stat can deserve a different row.
+        """
         try:
-            st = os.stat(self.root / rel)
+            st = os.stat(top + rel)
         except OSError as err:
-            writer.record(rel, previous, 0, "", _Outcome("", "unreadable", _reason(err)))
+            writer.record(rel, file_id, 0, "", _Outcome("", "unreadable", _reason(err)))
             return True
-        known = previous if trusted else None
         too_large = st.st_size > settings.max_file_bytes
         stat = _stat_key(st)
-        # A row without a key was never read (too large, unreadable); with a
-        # new size limit, the same stat can deserve a different row.
-        # A racily clean row keeps "" as its stat, which no file's stat equals.
-        if known and known.stat == stat and (known.key == "") == too_large:
+        if standing is not None and standing == (_UNREAD + stat if too_large else stat):
             return False
         if too_large:
             message = f"{st.st_size} bytes, over the {settings.max_file_bytes} limit"
-            outcome = _Outcome("", "too_large", message)
-        else:
-            try:
-                data = (self.root / rel).read_bytes()
-            except OSError as err:
-                outcome = _Outcome("", "unreadable", _reason(err))
-            else:
-                key = hashlib.sha256(data + rel.encode("utf-8")).hexdigest()
-                if known and key == known.key:
-                    writer.touch(known.id, st.st_size, _settled(stat, st))
-                    return False
-                outcome = _parse(rel, data, key, pm)
-        # Only a file whose bytes were read can be racy: a row for one never
-        # read (too large, unreadable) keeps its stat.
-        writer.record(rel, previous, st.st_size, _settled(stat, st) if outcome.key else stat,
-                      outcome)
-        return True
+            # A row for a file never read keeps its stat: it cannot be racy.
+            writer.record(rel, file_id, st.st_size, stat, _Outcome("", "too_large", message))
+            return True
+        known_key = ""
+        if standing is not None:
+            (known_key,) = self._conn.execute(
+                "SELECT key FROM files WHERE path = ?", (rel,)
+            ).fetchone()
+        settled = "" if now - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS else stat
+        return _Read(rel, file_id, known_key, st.st_size, stat, settled)
 
     def names(self) -> frozenset[str]:
         """Every simple name a function, method or class is defined under."""
@@ -513,13 +548,13 @@ class _Writer:
         self.touched.append((size, stat, file_id))
 
     def record(
-        self, path: str, previous: _Stored | None, size: int, stat: str, outcome: _Outcome
+        self, path: str, file_id: int | None, size: int, stat: str, outcome: _Outcome
     ) -> None:
-        if previous is None:
+        """Write the file's row, replacing the one with ``file_id`` if given."""
+        if file_id is None:
             file_id = self.next_file
             self.next_file += 1
         else:
-            file_id = previous.id
             self.cleared.append((file_id,))
         parsed = outcome.parsed
         statements = json.dumps(parsed.multiline_statements if parsed else [])
@@ -603,6 +638,19 @@ def _own_lines(nodes: tuple[Node, ...], n_lines: int) -> dict[Node, list[int]]:
     return owned
 
 
+def _read_file(top: str, rel: str, known_key: str, pm: pluggy.PluginManager) -> _Outcome:
+    """Read, key and (unless its key is ``known_key``) parse one file."""
+    try:
+        with open(top + rel, "rb") as handle:
+            data = handle.read()
+    except OSError as err:
+        return _Outcome("", "unreadable", _reason(err))
+    key = hashlib.sha256(data + rel.encode("utf-8")).hexdigest()
+    if key == known_key:
+        return _Outcome(key, "ok")  # the bytes the row was made from: nothing to parse
+    return _parse(rel, data, key, pm)
+
+
 def _parse(rel: str, data: bytes, key: str, pm: pluggy.PluginManager) -> _Outcome:
     if b"\0" in data:
         return _Outcome(key, "binary", "contains a NUL byte")
@@ -641,6 +689,8 @@ def _fingerprint(pm: pluggy.PluginManager) -> str:
 # its stat showing it (a coarse clock, an edit in the same tick): git calls
 # it "racily clean". Its row keeps no stat, so the next refresh hashes it.
 RACY_NS = 2_000_000_000
+# Marks the stat of a row made without reading the file (see CodeIndex._changed).
+_UNREAD = "unread:"
 
 
 def _lock_path(path: Path) -> Path:
@@ -669,11 +719,6 @@ def _stat_key(st: os.stat_result) -> str:
     replaces the file changes the inode.
     """
     return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
-
-
-def _settled(stat: str, st: os.stat_result) -> str:
-    """The stat to keep for a file just read: none while it is racily clean."""
-    return "" if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS else stat
 
 
 def _reason(err: OSError) -> str:
