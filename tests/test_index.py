@@ -319,6 +319,13 @@ def test_read_api(index: CodeIndex, pm: pluggy.PluginManager) -> None:
     assert index.names() == frozenset(
         {"MemStore", "remember", "_write", "Entry", "slugify", "qx", "payment_total", "main"}
     )
+    words = ["MemStore", "memstore", "MEMSTORE", "remember", "Remember", "qx", "store", "pkg",
+             "app", "nothing", ""]
+    assert [w for w in words if w in index.defined()] == ["MemStore", "remember", "qx"]
+    # Lower-cased names: a word in another case is not one; modules never count.
+    assert [w for w in words if w in index.defined(lower=True)] == [
+        "memstore", "remember", "qx"
+    ]
     assert index.lookup("remember") == [REMEMBER]
     assert index.lookup("MemStore.remember") == [REMEMBER]
     assert index.lookup("pkg.store.MemStore.remember") == [REMEMBER]
