@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import multiprocessing
 import os
 import sqlite3
 import time
@@ -40,6 +41,15 @@ LOCK_TIMEOUT_S = 60.0
 MAX_QUERY_TOKENS = 64
 # Rows are flushed to SQLite every this many files, inside the one transaction.
 BATCH_FILES = 256
+# A refresh that reads at least this many files parses them in forked worker
+# processes (one per CPU), this many files to a task, at most two windows of
+# files in flight; fewer are parsed in the process itself.
+PARALLEL_MIN_FILES = 256
+PARALLEL_CHUNK = 16
+PARALLEL_WINDOW = 1024
+_FORK = "fork" in multiprocessing.get_all_start_methods()
+# What a forked worker parses with: the root (as a prefix) and the plugin manager.
+_forked: tuple[str, pluggy.PluginManager] | None = None
 
 _NODE_COLUMNS = (
     "f.path, n.qualname, n.name, n.kind, n.start_line, n.end_line, "
@@ -81,8 +91,22 @@ class _Outcome:
     key: str
     status: str
     message: str = ""
-    parsed: ParsedFile | None = None
-    lines: tuple[str, ...] = ()  # the text of a parsed file, for the code search
+    rows: _Rows | None = None  # of a file parsed in whole or in part
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """A parsed file as the index stores it, in plain tuples: a worker process
+    sends them back far more cheaply than the parser's dataclasses."""
+
+    language: str
+    statements: str  # the multiline statements, as JSON
+    # Per node: qualname, name, kind, start, end, header_end, signature, docstring.
+    nodes: tuple[tuple[str, str, str, int, int, int, str, str], ...]
+    # Per node: the terms of its description ("" for a module) and of its own code.
+    terms: tuple[tuple[str, str], ...]
+    # Per edge: the index of its node in ``nodes``, kind, target, target's last name, line.
+    edges: tuple[tuple[int, str, str, str, int], ...]
 
 
 @dataclass(frozen=True)
@@ -285,8 +309,8 @@ class CodeIndex:
                     unchanged += 1
             if progress is not None and len(reads) < len(paths):
                 progress(len(paths) - len(reads), len(paths))
-            for done, read in enumerate(reads, 1):
-                outcome = _read_file(top, read.rel, read.known_key, pm)
+            outcomes = _outcomes(top, [(r.rel, r.known_key) for r in reads], pm)
+            for done, (read, outcome) in enumerate(zip(reads, outcomes, strict=True), 1):
                 if outcome.key and outcome.key == read.known_key:
                     assert read.file_id is not None
                     writer.touch(read.file_id, read.size, read.settled)
@@ -588,43 +612,21 @@ class _Writer:
             self.next_file += 1
         else:
             self.cleared.append((file_id,))
-        parsed = outcome.parsed
-        statements = json.dumps(parsed.multiline_statements if parsed else [])
-        language = parsed.language if parsed else ""
+        rows = outcome.rows
         self.files.append(
-            (file_id, path, outcome.key, size, stat, language, outcome.status,
-             outcome.message, statements)
+            (file_id, path, outcome.key, size, stat, rows.language if rows else "",
+             outcome.status, outcome.message, rows.statements if rows else "[]")
         )
-        if parsed is not None:
-            self._add_nodes(file_id, parsed, outcome.lines)
-
-    def _add_nodes(self, file_id: int, parsed: ParsedFile, lines: tuple[str, ...]) -> None:
-        owned = _own_lines(parsed.nodes, len(lines))
-        by_qualname: dict[str, list[tuple[int, int, int]]] = {}
-        for node in parsed.nodes:
-            node_id = self.next_node
-            self.next_node += 1
-            start, end = node.span.start_line, node.span.end_line
-            by_qualname.setdefault(node.qualname, []).append((end - start, start, node_id))
-            self.nodes.append(
-                (node_id, file_id, node.qualname, node.name, node.kind, start, end,
-                 node.header_end, node.signature, node.docstring)
-            )
-            if node.kind != "module":
-                description = f"{node.signature} {node.docstring}"
-                self.fts.append((node_id, " ".join(tokenize(description))))
-            code = "\n".join(lines[n - 1] for n in owned.get(node, ()))
-            self.code.append((node_id, " ".join(tokenize(code))))
-        for edge in parsed.edges:
-            same_name = by_qualname.get(edge.source)
-            if not same_name:
-                continue
-            # Definitions sharing a qualname are told apart by which one holds the line.
-            holding = [c for c in same_name if c[1] <= edge.line <= c[1] + c[0]]
-            src = min(holding or same_name)[2]
-            self.edges.append(
-                (src, edge.kind, edge.target, edge.target.rsplit(".", 1)[-1], edge.line)
-            )
+        if rows is None:
+            return
+        first = self.next_node
+        self.next_node += len(rows.nodes)
+        self.nodes.extend((first + i, file_id, *node) for i, node in enumerate(rows.nodes))
+        for i, (node, (description, code)) in enumerate(zip(rows.nodes, rows.terms, strict=True)):
+            if node[2] != "module":
+                self.fts.append((first + i, description))
+            self.code.append((first + i, code))
+        self.edges.extend((first + at, *edge) for at, *edge in rows.edges)
 
     def delete_files(self, file_ids: list[int]) -> None:
         for file_id in file_ids:
@@ -701,7 +703,68 @@ def _parse(rel: str, data: bytes, key: str, pm: pluggy.PluginManager) -> _Outcom
         status = "partial"
         where = ", ".join(map(str, parsed.error_lines))
         message = f"indexed around code that does not parse at line(s) {where}"
-    return _Outcome(key, status, message, parsed=parsed, lines=split_lines(text))
+    return _Outcome(key, status, message, _rows(parsed, split_lines(text)))
+
+
+def _rows(parsed: ParsedFile, lines: tuple[str, ...]) -> _Rows:
+    owned = _own_lines(parsed.nodes, len(lines))
+    nodes, terms = [], []
+    by_qualname: dict[str, list[tuple[int, int, int]]] = {}
+    for at, node in enumerate(parsed.nodes):
+        start, end = node.span.start_line, node.span.end_line
+        by_qualname.setdefault(node.qualname, []).append((end - start, start, at))
+        nodes.append((node.qualname, node.name, node.kind, start, end, node.header_end,
+                      node.signature, node.docstring))
+        description = "" if node.kind == "module" else f"{node.signature} {node.docstring}"
+        code = "\n".join(lines[n - 1] for n in owned.get(node, ()))
+        terms.append((" ".join(tokenize(description)), " ".join(tokenize(code))))
+    edges = []
+    for edge in parsed.edges:
+        same_name = by_qualname.get(edge.source)
+        if not same_name:
+            continue
+        # Definitions sharing a qualname are told apart by which one holds the line.
+        holding = [c for c in same_name if c[1] <= edge.line <= c[1] + c[0]]
+        edges.append((min(holding or same_name)[2], edge.kind, edge.target,
+                      edge.target.rsplit(".", 1)[-1], edge.line))
+    return _Rows(parsed.language, json.dumps(parsed.multiline_statements), tuple(nodes),
+                 tuple(terms), tuple(edges))
+
+
+def _outcomes(
+    top: str, jobs: list[tuple[str, str]], pm: pluggy.PluginManager
+) -> Iterator[_Outcome]:
+    """:func:`_read_file` of each (path, known key), in order: in worker processes
+    when there are enough files to be worth starting them, else here.
+
+    Workers are forked, so they parse with this very plugin manager (plugins
+    registered in-process included). At most two windows of files are in
+    flight, so a writer slower than the workers never holds every result.
+    """
+    workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    if len(jobs) < PARALLEL_MIN_FILES or workers < 2 or not _FORK:
+        for rel, known_key in jobs:
+            yield _read_file(top, rel, known_key, pm)
+        return
+    global _forked
+    _forked = (top, pm)
+    try:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            pending: Iterator[_Outcome] = iter(())
+            for start in range(0, len(jobs), PARALLEL_WINDOW):
+                window = jobs[start : start + PARALLEL_WINDOW]
+                ahead = pool.imap(_read_forked, window, chunksize=PARALLEL_CHUNK)
+                yield from pending
+                pending = ahead
+            yield from pending
+    finally:
+        _forked = None
+
+
+def _read_forked(job: tuple[str, str]) -> _Outcome:
+    assert _forked is not None
+    top, pm = _forked
+    return _read_file(top, *job, pm)
 
 
 def _fingerprint(pm: pluggy.PluginManager) -> str:
