@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 
 from ctx04_core.text import IDENTIFIER
 
@@ -18,7 +18,7 @@ def idf(n_docs: int, n_containing: int) -> float:
 
 
 def term_weights(
-    query_terms: Iterable[str], names_lower: frozenset[str], identifier_weight: float
+    query_terms: Iterable[str], names_lower: Container[str], identifier_weight: float
 ) -> dict[str, float]:
     """w(t): ``identifier_weight`` for a term naming a definition, 1.0 for prose."""
     return {

@@ -203,7 +203,7 @@ def retrieve_in(
         task,
         latest_error=latest_error,
         repro_target=test,
-        names=workspace.index.names(),
+        names=workspace.index.defined(),
         settings=settings,
         extensions=extensions_of(workspace.index.paths()),
     )

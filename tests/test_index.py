@@ -319,6 +319,13 @@ def test_read_api(index: CodeIndex, pm: pluggy.PluginManager) -> None:
     assert index.names() == frozenset(
         {"MemStore", "remember", "_write", "Entry", "slugify", "qx", "payment_total", "main"}
     )
+    words = ["MemStore", "memstore", "MEMSTORE", "remember", "Remember", "qx", "store", "pkg",
+             "app", "nothing", ""]
+    assert [w for w in words if w in index.defined()] == ["MemStore", "remember", "qx"]
+    # Lower-cased names: a word in another case is not one; modules never count.
+    assert [w for w in words if w in index.defined(lower=True)] == [
+        "memstore", "remember", "qx"
+    ]
     assert index.lookup("remember") == [REMEMBER]
     assert index.lookup("MemStore.remember") == [REMEMBER]
     assert index.lookup("pkg.store.MemStore.remember") == [REMEMBER]
@@ -768,3 +775,81 @@ def test_index_check_finds_damage_and_rebuilds(repo: Path, tmp_path: Path) -> No
     clean = subprocess.run([*ctx04, "--check"], capture_output=True, text=True, check=True,
                            env=wide)
     assert "integrity check: ok" in clean.stdout.splitlines()
+
+
+class ParsingProcesses:
+    """A parser plugin that notes which processes are asked to parse, and defers."""
+
+    def __init__(self, log: Path) -> None:
+        self.log = log
+
+    @hookimpl
+    def parse_file(self, path: str, text: str) -> None:
+        with self.log.open("a") as handle:
+            handle.write(f"{os.getpid()}\n")
+
+    def pids(self) -> set[int]:
+        return {int(line) for line in self.log.read_text().split()}
+
+
+def _stored(path: Path) -> list[list[tuple[object, ...]]]:
+    """Everything an index holds per file, without its ids, sorted."""
+    with closing(sqlite3.connect(path)) as conn:
+        return [sorted(conn.execute(sql).fetchall()) for sql in (
+            "SELECT path, key, size, language, status, message, statements FROM files",
+            "SELECT f.path, n.qualname, n.name, n.kind, n.start_line, n.end_line, n.header_end, "
+            "n.signature, n.docstring FROM nodes n JOIN files f ON f.id = n.file_id",
+            "SELECT f.path, n.qualname, n.start_line, e.kind, e.target, e.target_name, e.line "
+            "FROM edges e JOIN nodes n ON n.id = e.src_node_id JOIN files f ON f.id = n.file_id",
+            "SELECT f.path, n.qualname, n.start_line, t.tokens FROM api_fts t "
+            "JOIN nodes n ON n.id = t.rowid JOIN files f ON f.id = n.file_id",
+            "SELECT f.path, n.qualname, n.start_line, t.tokens FROM code_fts t "
+            "JOIN nodes n ON n.id = t.rowid JOIN files f ON f.id = n.file_id",
+        )]
+
+
+def test_files_parsed_in_worker_processes_are_stored_as_parsed_one_by_one(
+    tmp_path: Path,
+) -> None:
+    count = store_module.PARALLEL_MIN_FILES + 40
+    files = {
+        f"pkg{i % 7}/mod{i}.py": f'"""Module {i}."""\nfrom pkg0.mod0 import helper0\n\n\n'
+        f"class Store{i}:\n    \"\"\"Keeps record {i}.\"\"\"\n\n"
+        f"    def save{i}(self, value):\n        return helper0(value) + {i}\n\n\n"
+        f"def helper{i}(value):\n    \"\"\"Double it.\"\"\"\n    return Store{i}().save{i}(value)\n"
+        for i in range(count)
+    }
+    files["pkg3/broken.py"] = "def broken(:\n"
+    root = make_git_repo(tmp_path / "repo", files)
+    pm = plugin_manager(only=["python"])
+    parsers = ParsingProcesses(tmp_path / "pids")
+    pm.register(parsers)
+    settings = Settings()
+
+    at_once = CodeIndex.open(root, tmp_path / "at-once")
+    first = at_once.refresh(pm, GLOBS, settings)  # enough files for the workers
+    at_once.close()
+    if len(os.sched_getaffinity(0)) > 1:
+        assert os.getpid() not in parsers.pids() and len(parsers.pids()) > 1
+    # The same files, brought in by refreshes that each read fewer than the
+    # workers' threshold, so each file is parsed in this process.
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    for rel in sorted(files)[100:]:
+        (hidden / rel.replace("/", "_")).write_bytes((root / rel).read_bytes())
+        (root / rel).unlink()
+    one_by_one = CodeIndex.open(root, tmp_path / "one-by-one")
+    refresh(one_by_one, pm)
+    for rel in sorted(files)[100:]:
+        (root / rel).write_bytes((hidden / rel.replace("/", "_")).read_bytes())
+        if sorted(files).index(rel) % 100 == 99:
+            assert refresh(one_by_one, pm).parsed == 100
+    last = refresh(one_by_one, pm)
+    one_by_one.close()
+
+    assert (first.files, first.parsed, first.nodes) == (count + 1, count + 1, 4 * count)
+    assert (last.files, last.nodes, last.edges) == (first.files, first.nodes, first.edges)
+    assert first.failures == (("pkg3/broken.py", "syntax_error", "line 1: invalid syntax"),)
+    assert _stored(tmp_path / "at-once" / "index.sqlite3") == _stored(
+        tmp_path / "one-by-one" / "index.sqlite3"
+    )

@@ -13,14 +13,15 @@ from pathlib import Path
 
 # Bump when the layout changes or the built-in parser extracts something new:
 # every index built before is then rebuilt from scratch.
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 
 # api_index is the spec §4 table; code_fts holds each node's own code (its
 # span less nested definitions), tokenized alike; api_fts holds each row's description
 # already split by ctx04_core.text.tokenize, so FTS5 only has to split on
 # spaces ("_" kept so identifiers stay whole) and every scorer sees one
 # vocabulary. Edges are found by the last dotted component of their target,
-# which serves exact and suffix matches with one index.
+# which serves exact and suffix matches with one index. A query asks whether
+# its words name a definition, in any case (nodes_name_nocase), one by one.
 DDL = """
 CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE files(
@@ -47,6 +48,7 @@ CREATE TABLE nodes(
     docstring TEXT NOT NULL
 );
 CREATE INDEX nodes_name ON nodes(name);
+CREATE INDEX nodes_name_nocase ON nodes(name COLLATE NOCASE);
 CREATE INDEX nodes_qualname ON nodes(qualname);
 CREATE INDEX nodes_file ON nodes(file_id, start_line);
 CREATE TABLE edges(

@@ -12,11 +12,13 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import multiprocessing
 import os
 import sqlite3
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +46,16 @@ BATCH_FILES = 256
 # first: one retrieval on django or sympy asks for 27 to 230 files' nodes, and a
 # long-lived process (``ctx04 mcp``) must not grow with every new file asked.
 FILE_NODES_CACHED = 256
+# A refresh that reads at least this many files parses them in forked worker
+# processes (one per CPU), this many files to a task, at most two windows of
+# files in flight; fewer are parsed in the process itself.
+PARALLEL_MIN_FILES = 256
+PARALLEL_CHUNK = 16
+PARALLEL_WINDOW = 1024
+_FORK = "fork" in multiprocessing.get_all_start_methods()
+# What a forked worker parses with: the root (as a prefix), the plugin manager
+# and the settings.
+_forked: tuple[str, pluggy.PluginManager, Settings] | None = None
 
 _NODE_COLUMNS = (
     "f.path, n.qualname, n.name, n.kind, n.start_line, n.end_line, "
@@ -79,23 +91,69 @@ class RefreshStats:
 
 
 @dataclass(frozen=True)
-class _Stored:
-    id: int
-    key: str
-    size: int
-    stat: str  # _stat_key of the file when it was last read; "" forces a re-read
-
-
-@dataclass(frozen=True)
 class _Outcome:
     """What reading and parsing one file gave."""
 
     key: str
     status: str
     message: str = ""
-    parsed: ParsedFile | None = None
-    lines: tuple[str, ...] = ()  # the text of a parsed file, for the code search
-    values: tuple[NodeValues, ...] = ()  # what plugins derived from its nodes
+    rows: _Rows | None = None  # of a file parsed in whole or in part
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """A parsed file as the index stores it, in plain tuples: a worker process
+    sends them back far more cheaply than the parser's dataclasses."""
+
+    language: str
+    statements: str  # the multiline statements, as JSON
+    # Per node: qualname, name, kind, start, end, header_end, signature, docstring.
+    nodes: tuple[tuple[str, str, str, int, int, int, str, str], ...]
+    # Per node: the terms of its description ("" for a module) and of its own code.
+    terms: tuple[tuple[str, str], ...]
+    # Per edge: the index of its node in ``nodes``, kind, target, target's last name, line.
+    edges: tuple[tuple[int, str, str, str, int], ...]
+    # What plugins derived from its nodes (``node_values``): node index, key, value.
+    values: tuple[tuple[int, str, bytes], ...] = ()
+
+
+@dataclass(frozen=True)
+class _Read:
+    """A file whose stat changed: it must be read, and perhaps parsed again."""
+
+    rel: str
+    file_id: int | None  # of its row, if it has one
+    known_key: str  # the stored key, when the stored row can be trusted; else ""
+    size: int
+    stat: str  # its _stat_key
+    settled: str  # the stat to keep once read: "" while it is racily clean
+
+
+class DefinedNames(Container[str]):
+    """Whether a name is the simple name of a function, method or class, asked of the
+    index when asked here: a query asks about a few dozen words, and the whole set
+    of a 50,000-file repository took longer to read than the rest of the query.
+
+    With ``lower``, whether the name is one of those names lower-cased (a name
+    not in lower case is not); the index folds ASCII letters only, which is
+    what the query's terms are made of (``ctx04_core.text.tokenize``).
+    """
+
+    def __init__(self, conn: sqlite3.Connection, lower: bool) -> None:
+        self._conn = conn
+        self._lower = lower
+        collate = " COLLATE NOCASE" if lower else ""
+        self._sql = f"SELECT 1 FROM nodes WHERE name{collate} = ? AND kind != 'module' LIMIT 1"
+        self._known: dict[str, bool] = {}
+
+    def __contains__(self, name: object) -> bool:
+        if not isinstance(name, str) or (self._lower and name != name.lower()):
+            return False
+        found = self._known.get(name)
+        if found is None:
+            found = self._conn.execute(self._sql, (name,)).fetchone() is not None
+            self._known[name] = found
+        return found
 
 
 class CodeIndex:
@@ -170,10 +228,16 @@ class CodeIndex:
         """Bring the index up to date with the files ``globs`` match under the root."""
         started = time.perf_counter()
         try:
-            listed = ripgrep.list_files(
-                self.root, globs, settings.exclude_globs, settings.search_timeout_s
-            )
-            refused = ripgrep.refused_sources(self.root, globs, settings.exclude_globs)
+            # The walk for refused sources runs while rg lists the files: each
+            # takes a few tenths of a second on 50,000 files, on its own core.
+            with ThreadPoolExecutor(1, thread_name_prefix="ctx04-refused") as walker:
+                walking = walker.submit(
+                    ripgrep.refused_sources, self.root, globs, settings.exclude_globs
+                )
+                listed = ripgrep.list_files(
+                    self.root, globs, settings.exclude_globs, settings.search_timeout_s
+                )
+                refused = walking.result()
         except ripgrep.SearchUnavailable as err:
             raise IndexUnavailable(str(err)) from err
         # A file name that is not UTF-8 cannot be stored, nor named to a model.
@@ -217,38 +281,66 @@ class CodeIndex:
         progress: Callable[[int, int], None] | None,
     ) -> tuple[int, int, int]:
         conn = self._conn
-        stored = {
-            row[0]: _Stored(*row[1:])
-            for row in conn.execute("SELECT path, id, key, size, stat FROM files")
-        }
+        # Plain dicts built by SQLite's rows: an object per file cost more
+        # than the stat walk itself on 50,000 files.
+        ids: dict[str, int] = dict(conn.execute("SELECT path, id FROM files"))
         # What a file's row says depends on the parsers too: when they change
         # (a parser disabled for an ablation, then enabled again), no stored
         # row can be trusted.
         fingerprint = _fingerprint(pm)
         row = conn.execute("SELECT value FROM meta WHERE key = 'parsers'").fetchone()
-        trusted = row is not None and row[0] == fingerprint
+        # Per trusted row, the stat the file must have for the row to stand
+        # (see _changed); a racily clean row keeps "" as its stat, which no
+        # file's stat equals.
+        standing: dict[str, str] = {}
+        if row is not None and row[0] == fingerprint:
+            standing = dict(conn.execute(
+                f"SELECT path, CASE key WHEN '' THEN '{_UNREAD}' || stat ELSE stat END FROM files"
+            ))
         writer = _Writer(conn)
         parsed = unchanged = 0
+        # Paths joined as strings: a Path per file made the stat walk of a
+        # 50,000-file repository four times as slow.
+        top = f"{self.root}{os.sep}"
+        # Taken before any file is read, so a file read later is never
+        # wrongly taken as settled (see RACY_NS).
+        now = time.time_ns()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for done, rel in enumerate(paths, 1):
-                previous = stored.get(rel)
-                if self._update_file(writer, rel, previous, trusted, pm, settings):
+            reads: list[_Read] = []
+            for rel in paths:
+                change = self._changed(writer, top, rel, ids.get(rel), standing.get(rel),
+                                       settings, now)
+                if isinstance(change, _Read):
+                    reads.append(change)
+                elif change:
                     parsed += 1
                 else:
                     unchanged += 1
+            if progress is not None and len(reads) < len(paths):
+                progress(len(paths) - len(reads), len(paths))
+            outcomes = _outcomes(top, [(r.rel, r.known_key) for r in reads], pm, settings)
+            for done, (read, outcome) in enumerate(zip(reads, outcomes, strict=True), 1):
+                if outcome.key and outcome.key == read.known_key:
+                    assert read.file_id is not None
+                    writer.touch(read.file_id, read.size, read.settled)
+                    unchanged += 1
+                else:
+                    writer.record(read.rel, read.file_id, read.size,
+                                  read.settled if outcome.key else read.stat, outcome)
+                    parsed += 1
                 if done % BATCH_FILES == 0:
                     writer.flush()
                     # A heartbeat for processes waiting on the lock: still busy.
                     _lock_path(self.path).touch()
                 if progress is not None:
-                    progress(done, len(paths))
+                    progress(len(paths) - len(reads) + done, len(paths))
             # Entries the listing passed over (a link out of the root, a link
             # loop) are recorded, never opened, so coverage can name them.
             for rel, reason in refused.items():
-                writer.record(rel, stored.get(rel), 0, "", _Outcome("", "refused", reason))
+                writer.record(rel, ids.get(rel), 0, "", _Outcome("", "refused", reason))
             listed = set(paths) | refused.keys()
-            gone = [s.id for p, s in stored.items() if p not in listed]
+            gone = [file_id for p, file_id in ids.items() if p not in listed]
             writer.delete_files(gone)
             writer.flush()
             conn.execute(
@@ -261,48 +353,44 @@ class CodeIndex:
             raise
         return parsed, unchanged, len(gone)
 
-    def _update_file(
+    def _changed(
         self,
         writer: _Writer,
+        top: str,
         rel: str,
-        previous: _Stored | None,
-        trusted: bool,
-        pm: pluggy.PluginManager,
+        file_id: int | None,
+        standing: str | None,
         settings: Settings,
-    ) -> bool:
-        """Record the file if it changed; True when it was (re)read and recorded."""
+        now: int,
+    ) -> _Read | bool:
+        """False when the file's stat shows it unchanged; True when its row was
+        written without reading it (it cannot be read); else the read it needs.
+
+        ``standing`` is the stat a trusted row needs, prefixed with _UNREAD for
+        a row of a file never read (too large, unreadable): with a new size
+        limit, the same stat can deserve a different row.
+        """
         try:
-            st = os.stat(self.root / rel)
+            st = os.stat(top + rel)
         except OSError as err:
-            writer.record(rel, previous, 0, "", _Outcome("", "unreadable", _reason(err)))
+            writer.record(rel, file_id, 0, "", _Outcome("", "unreadable", _reason(err)))
             return True
-        known = previous if trusted else None
         too_large = st.st_size > settings.max_file_bytes
         stat = _stat_key(st)
-        # A row without a key was never read (too large, unreadable); with a
-        # new size limit, the same stat can deserve a different row.
-        # A racily clean row keeps "" as its stat, which no file's stat equals.
-        if known and known.stat == stat and (known.key == "") == too_large:
+        if standing is not None and standing == (_UNREAD + stat if too_large else stat):
             return False
         if too_large:
             message = f"{st.st_size} bytes, over the {settings.max_file_bytes} limit"
-            outcome = _Outcome("", "too_large", message)
-        else:
-            try:
-                data = (self.root / rel).read_bytes()
-            except OSError as err:
-                outcome = _Outcome("", "unreadable", _reason(err))
-            else:
-                key = hashlib.sha256(data + rel.encode("utf-8")).hexdigest()
-                if known and key == known.key:
-                    writer.touch(known.id, st.st_size, _settled(stat, st))
-                    return False
-                outcome = _parse(rel, data, key, pm, settings)
-        # Only a file whose bytes were read can be racy: a row for one never
-        # read (too large, unreadable) keeps its stat.
-        writer.record(rel, previous, st.st_size, _settled(stat, st) if outcome.key else stat,
-                      outcome)
-        return True
+            # A row for a file never read keeps its stat: it cannot be racy.
+            writer.record(rel, file_id, st.st_size, stat, _Outcome("", "too_large", message))
+            return True
+        known_key = ""
+        if standing is not None:
+            (known_key,) = self._conn.execute(
+                "SELECT key FROM files WHERE path = ?", (rel,)
+            ).fetchone()
+        settled = "" if now - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS else stat
+        return _Read(rel, file_id, known_key, st.st_size, stat, settled)
 
     def names(self) -> frozenset[str]:
         """Every simple name a function, method or class is defined under."""
@@ -310,6 +398,11 @@ class CodeIndex:
             rows = self._conn.execute("SELECT DISTINCT name FROM nodes WHERE kind != 'module'")
             self._names = frozenset(row[0] for row in rows)
         return self._names
+
+    def defined(self, *, lower: bool = False) -> DefinedNames:
+        """The names of :meth:`names` (or, with ``lower``, those names lower-cased)
+        as a container that asks the index name by name."""
+        return DefinedNames(self._conn, lower)
 
     def paths(self) -> frozenset[str]:
         """The repo-relative paths of every indexed file that parsed."""
@@ -606,61 +699,30 @@ class _Writer:
         self.touched.append((size, stat, file_id))
 
     def record(
-        self, path: str, previous: _Stored | None, size: int, stat: str, outcome: _Outcome
+        self, path: str, file_id: int | None, size: int, stat: str, outcome: _Outcome
     ) -> None:
-        if previous is None:
+        """Write the file's row, replacing the one with ``file_id`` if given."""
+        if file_id is None:
             file_id = self.next_file
             self.next_file += 1
         else:
-            file_id = previous.id
             self.cleared.append((file_id,))
-        parsed = outcome.parsed
-        statements = json.dumps(parsed.multiline_statements if parsed else [])
-        language = parsed.language if parsed else ""
+        rows = outcome.rows
         self.files.append(
-            (file_id, path, outcome.key, size, stat, language, outcome.status,
-             outcome.message, statements)
+            (file_id, path, outcome.key, size, stat, rows.language if rows else "",
+             outcome.status, outcome.message, rows.statements if rows else "[]")
         )
-        if parsed is not None:
-            self._add_nodes(file_id, parsed, outcome.lines, outcome.values)
-
-    def _add_nodes(
-        self,
-        file_id: int,
-        parsed: ParsedFile,
-        lines: tuple[str, ...],
-        derived: tuple[NodeValues, ...],
-    ) -> None:
-        owned = _own_lines(parsed.nodes, len(lines))
-        by_qualname: dict[str, list[tuple[int, int, int]]] = {}
-        for position, node in enumerate(parsed.nodes):
-            node_id = self.next_node
-            self.next_node += 1
-            for values in derived:
-                value = values.values[position]
-                if value is not None:
-                    self.values.append((node_id, values.key, value))
-            start, end = node.span.start_line, node.span.end_line
-            by_qualname.setdefault(node.qualname, []).append((end - start, start, node_id))
-            self.nodes.append(
-                (node_id, file_id, node.qualname, node.name, node.kind, start, end,
-                 node.header_end, node.signature, node.docstring)
-            )
-            if node.kind != "module":
-                description = f"{node.signature} {node.docstring}"
-                self.fts.append((node_id, " ".join(tokenize(description))))
-            code = "\n".join(lines[n - 1] for n in owned.get(node, ()))
-            self.code.append((node_id, " ".join(tokenize(code))))
-        for edge in parsed.edges:
-            same_name = by_qualname.get(edge.source)
-            if not same_name:
-                continue
-            # Definitions sharing a qualname are told apart by which one holds the line.
-            holding = [c for c in same_name if c[1] <= edge.line <= c[1] + c[0]]
-            src = min(holding or same_name)[2]
-            self.edges.append(
-                (src, edge.kind, edge.target, edge.target.rsplit(".", 1)[-1], edge.line)
-            )
+        if rows is None:
+            return
+        first = self.next_node
+        self.next_node += len(rows.nodes)
+        self.nodes.extend((first + i, file_id, *node) for i, node in enumerate(rows.nodes))
+        for i, (node, (description, code)) in enumerate(zip(rows.nodes, rows.terms, strict=True)):
+            if node[2] != "module":
+                self.fts.append((first + i, description))
+            self.code.append((first + i, code))
+        self.edges.extend((first + at, *edge) for at, *edge in rows.edges)
+        self.values.extend((first + at, key, value) for at, key, value in rows.values)
 
     def delete_files(self, file_ids: list[int]) -> None:
         for file_id in file_ids:
@@ -708,6 +770,21 @@ def _own_lines(nodes: tuple[Node, ...], n_lines: int) -> dict[Node, list[int]]:
     return owned
 
 
+def _read_file(
+    top: str, rel: str, known_key: str, pm: pluggy.PluginManager, settings: Settings
+) -> _Outcome:
+    """Read, key and (unless its key is ``known_key``) parse one file."""
+    try:
+        with open(top + rel, "rb") as handle:
+            data = handle.read()
+    except OSError as err:
+        return _Outcome("", "unreadable", _reason(err))
+    key = hashlib.sha256(data + rel.encode("utf-8")).hexdigest()
+    if key == known_key:
+        return _Outcome(key, "ok")  # the bytes the row was made from: nothing to parse
+    return _parse(rel, data, key, pm, settings)
+
+
 def _parse(
     rel: str, data: bytes, key: str, pm: pluggy.PluginManager, settings: Settings
 ) -> _Outcome:
@@ -730,8 +807,75 @@ def _parse(
         message = f"indexed around code that does not parse at line(s) {where}"
     lines = split_lines(text)
     derived = pm.hook.node_values(path=rel, lines=lines, parsed=parsed, settings=settings)
-    values = tuple(v for per_plugin in derived for v in per_plugin)
-    return _Outcome(key, status, message, parsed=parsed, lines=lines, values=values)
+    return _Outcome(key, status, message, _rows(parsed, lines, derived))
+
+
+def _rows(
+    parsed: ParsedFile, lines: tuple[str, ...], derived: list[list[NodeValues]]
+) -> _Rows:
+    owned = _own_lines(parsed.nodes, len(lines))
+    nodes, terms = [], []
+    by_qualname: dict[str, list[tuple[int, int, int]]] = {}
+    for at, node in enumerate(parsed.nodes):
+        start, end = node.span.start_line, node.span.end_line
+        by_qualname.setdefault(node.qualname, []).append((end - start, start, at))
+        nodes.append((node.qualname, node.name, node.kind, start, end, node.header_end,
+                      node.signature, node.docstring))
+        description = "" if node.kind == "module" else f"{node.signature} {node.docstring}"
+        code = "\n".join(lines[n - 1] for n in owned.get(node, ()))
+        terms.append((" ".join(tokenize(description)), " ".join(tokenize(code))))
+    edges = []
+    for edge in parsed.edges:
+        same_name = by_qualname.get(edge.source)
+        if not same_name:
+            continue
+        # Definitions sharing a qualname are told apart by which one holds the line.
+        holding = [c for c in same_name if c[1] <= edge.line <= c[1] + c[0]]
+        edges.append((min(holding or same_name)[2], edge.kind, edge.target,
+                      edge.target.rsplit(".", 1)[-1], edge.line))
+    values = tuple(
+        (at, found.key, value)
+        for per_plugin in derived for found in per_plugin
+        for at, value in enumerate(found.values) if value is not None
+    )
+    return _Rows(parsed.language, json.dumps(parsed.multiline_statements), tuple(nodes),
+                 tuple(terms), tuple(edges), values)
+
+
+def _outcomes(
+    top: str, jobs: list[tuple[str, str]], pm: pluggy.PluginManager, settings: Settings
+) -> Iterator[_Outcome]:
+    """:func:`_read_file` of each (path, known key), in order: in worker processes
+    when there are enough files to be worth starting them, else here.
+
+    Workers are forked, so they parse with this very plugin manager (plugins
+    registered in-process included). At most two windows of files are in
+    flight, so a writer slower than the workers never holds every result.
+    """
+    workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    if len(jobs) < PARALLEL_MIN_FILES or workers < 2 or not _FORK:
+        for rel, known_key in jobs:
+            yield _read_file(top, rel, known_key, pm, settings)
+        return
+    global _forked
+    _forked = (top, pm, settings)
+    try:
+        with multiprocessing.get_context("fork").Pool(workers) as pool:
+            pending: Iterator[_Outcome] = iter(())
+            for start in range(0, len(jobs), PARALLEL_WINDOW):
+                window = jobs[start : start + PARALLEL_WINDOW]
+                ahead = pool.imap(_read_forked, window, chunksize=PARALLEL_CHUNK)
+                yield from pending
+                pending = ahead
+            yield from pending
+    finally:
+        _forked = None
+
+
+def _read_forked(job: tuple[str, str]) -> _Outcome:
+    assert _forked is not None
+    top, pm, settings = _forked
+    return _read_file(top, *job, pm, settings)
 
 
 def _fingerprint(pm: pluggy.PluginManager) -> str:
@@ -751,6 +895,8 @@ def _fingerprint(pm: pluggy.PluginManager) -> str:
 # its stat showing it (a coarse clock, an edit in the same tick): git calls
 # it "racily clean". Its row keeps no stat, so the next refresh hashes it.
 RACY_NS = 2_000_000_000
+# Marks the stat of a row made without reading the file (see CodeIndex._changed).
+_UNREAD = "unread:"
 
 
 def _lock_path(path: Path) -> Path:
@@ -779,11 +925,6 @@ def _stat_key(st: os.stat_result) -> str:
     replaces the file changes the inode.
     """
     return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
-
-
-def _settled(stat: str, st: os.stat_result) -> str:
-    """The stat to keep for a file just read: none while it is racily clean."""
-    return "" if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) < RACY_NS else stat
 
 
 def _reason(err: OSError) -> str:

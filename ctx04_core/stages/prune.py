@@ -55,7 +55,7 @@ def prune(
 ) -> list[Excerpt]:
     texts = [own_text(r.candidate, repo) for r in ranked]
     tokens = [[tokenize(line) for _, line in text] for text in texts]
-    names = frozenset(name.lower() for name in repo.index.names())
+    names = repo.index.defined(lower=True)
     weights = term_weights(goal_terms(query), names, settings.identifier_weight)
     seen_in = [frozenset(t for line in lines for t in line) for lines in tokens]
     idfs = {term: idf(len(ranked), sum(term in s for s in seen_in)) for term in weights}

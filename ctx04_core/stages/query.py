@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Container, Iterable, Iterator
 
 from ctx04_core.settings import Settings
 from ctx04_core.text import QUALIFIER, STOPWORDS, simple_name
@@ -76,7 +76,7 @@ def build_query(
     *,
     latest_error: str | None = None,
     repro_target: str | None = None,
-    names: frozenset[str],
+    names: Container[str],
     settings: Settings,
     extensions: frozenset[str] = frozenset(),
 ) -> Query:
@@ -137,7 +137,7 @@ def _file_path(extensions: frozenset[str]) -> re.Pattern[str]:
 
 
 def _identifiers(
-    texts: list[str], names: frozenset[str], extensions: frozenset[str]
+    texts: list[str], names: Container[str], extensions: frozenset[str]
 ) -> tuple[list[str], list[str]]:
     found: list[tuple[int, str]] = []
     for text in texts:

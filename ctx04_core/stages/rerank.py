@@ -44,7 +44,7 @@ def signals(
         tokenize("\n".join(text for _, text in own_text(candidate, repo)))
         for candidate in candidates
     ]
-    names = frozenset(name.lower() for name in repo.index.names())
+    names = repo.index.defined(lower=True)
     weights = term_weights(query_terms(query), names, settings.identifier_weight)
     for term in set(tokenize(query.goal_hint)) & weights.keys():
         weights[term] *= settings.goal_weight
