@@ -347,13 +347,15 @@ def _with_dependences(hook: Any, excerpt: Excerpt, repo: Repo, settings: Setting
     """The excerpt and the lines of its candidate that plugins say its lines depend on."""
     found = hook.dependent_lines(excerpt=excerpt, repo=repo, settings=settings)
     span = excerpt.ranked.candidate.span
-    shown = {n for n, _ in excerpt.lines}
-    added = {n for lines in found for n in lines or () if span.start_line <= n <= span.end_line}
-    source = repo.source(span.path)
-    if not added - shown or source is None:
-        return excerpt
     text = dict(excerpt.lines)
-    text.update((n, source.lines[n - 1]) for n in added - shown if n <= len(source.lines))
+    added = {
+        n for lines in found for n in lines or ()
+        if span.start_line <= n <= span.end_line and n not in text
+    }
+    source = repo.source(span.path) if added else None
+    if source is None:
+        return excerpt
+    text.update((n, source.lines[n - 1]) for n in added if n <= len(source.lines))
     return Excerpt(excerpt.ranked, tuple(sorted(text.items())))
 
 

@@ -122,8 +122,14 @@ def _whole_statements(
     grown = set(kept)
     for first, last in statements:
         if any(first <= n <= last for n in kept):
-            grown.update(range(first, last + 1) if last - first < max_lines else (first,))
+            grown.update(statement_lines(first, last, max_lines))
     return grown
+
+
+def statement_lines(first: int, last: int, max_lines: int) -> range:
+    """The lines a statement brings to an excerpt: all of them, or only the first
+    when it is longer than ``max_lines`` (``settings.max_statement_lines``)."""
+    return range(first, last + 1 if last - first < max_lines else first + 1)
 
 
 def _signature(item: RankedCandidate, repo: Repo) -> set[int]:

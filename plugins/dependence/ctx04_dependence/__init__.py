@@ -37,14 +37,17 @@ import ast
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
+from ctx04_core.stages.prune import statement_lines
 from ctx04_core.text import simple_name
 from ctx04_core.types import FUNCTION_KINDS, Candidate, Excerpt, Query, Signal
 
 SIGNAL = "dependence"
+PYTHON = (".py", ".pyi")
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _BODIES = frozenset({"body", "orelse", "finalbody", "handlers", "cases"})
@@ -63,23 +66,18 @@ class Statement:
 def dependent_lines(excerpt: Excerpt, repo: Repo, settings: Settings) -> list[int] | None:
     candidate = excerpt.ranked.candidate
     span = candidate.span
-    if not span.path.endswith((".py", ".pyi")):
-        return None
-    source = repo.source(span.path)
-    if source is None:
+    if not span.path.endswith(PYTHON):
         return None
     shown = {n for n, _ in excerpt.lines}
     if shown >= set(range(span.start_line, span.end_line + 1)):
         return None  # shown whole: nothing to add
-    scope = None if candidate.kind == "module" else span.start_line
-    statements = scope_statements(source.digest, "\n".join(source.lines), scope)
+    statements = _statements(candidate, repo)
     if not statements:
         return None
     added: set[int] = set()
     for index in related(statements, shown):
         stmt = statements[index]
-        last = stmt.last if stmt.last - stmt.first < settings.max_statement_lines else stmt.first
-        added.update(range(stmt.first, last + 1))
+        added.update(statement_lines(stmt.first, stmt.last, settings.max_statement_lines))
     return sorted(added - shown)
 
 
@@ -96,13 +94,9 @@ def signals(
 
 def _reach(candidate: Candidate, names: frozenset[str], repo: Repo) -> float:
     """The share of the function's statements that depend on one naming ``names``."""
-    span = candidate.span
-    if candidate.kind not in FUNCTION_KINDS or not span.path.endswith((".py", ".pyi")):
+    if candidate.kind not in FUNCTION_KINDS or not candidate.span.path.endswith(PYTHON):
         return 0.0
-    source = repo.source(span.path)
-    if source is None:
-        return 0.0
-    statements = scope_statements(source.digest, "\n".join(source.lines), span.start_line)
+    statements = _statements(candidate, repo)
     reached: set[int] = set()
     flowing: set[str] = set()  # what the reached statements so far assign
     for i, stmt in enumerate(statements):
@@ -111,6 +105,15 @@ def _reach(candidate: Candidate, names: frozenset[str], repo: Repo) -> float:
             reached.add(i)
             flowing |= stmt.writes
     return len(reached) / len(statements) if statements else 0.0
+
+
+def _statements(candidate: Candidate, repo: Repo) -> tuple[Statement, ...]:
+    """The statements of the candidate's scope (a module's own for a module)."""
+    source = repo.source(candidate.span.path)
+    if source is None:
+        return ()
+    scope = None if candidate.kind == "module" else candidate.span.start_line
+    return scope_statements(source.digest, "\n".join(source.lines), scope)
 
 
 def _simple(keys: frozenset[str]) -> set[str]:
@@ -124,16 +127,14 @@ def related(statements: tuple[Statement, ...], shown: set[int]) -> set[int]:
     for i in holding:
         stmt = statements[i]
         found.update(stmt.controls)
+        # The nearest writer of each name read, the nearest reader of each written.
         for name in stmt.reads:
-            found.update(j for j in _nearest(range(i - 1, -1, -1), statements, name, "writes"))
+            found.update(islice((j for j in range(i - 1, -1, -1)
+                                 if name in statements[j].writes), 1))
         for name in stmt.writes:
-            found.update(j for j in _nearest(range(i + 1, len(statements)), statements, name,
-                                             "reads"))
+            found.update(islice((j for j in range(i + 1, len(statements))
+                                 if name in statements[j].reads), 1))
     return found - set(holding)
-
-
-def _nearest(order: range, statements: tuple[Statement, ...], name: str, side: str) -> list[int]:
-    return next(([j] for j in order if name in getattr(statements[j], side)), [])
 
 
 @functools.lru_cache(maxsize=8)
@@ -227,7 +228,7 @@ def _names(stmt: ast.AST, parts: list[ast.expr] | list[ast.AST]
     ``a.b`` for an attribute of a name, ``.b`` for an attribute of anything else."""
     reads: set[str] = set()
     writes: set[str] = set()
-    if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+    if isinstance(stmt, _SCOPES):
         writes.add(stmt.name)
     elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
         writes.update((a.asname or a.name).split(".")[0] for a in stmt.names)
@@ -252,7 +253,7 @@ def _walk(node: ast.AST) -> Iterator[ast.AST]:
 
 
 def _targets(node: ast.AST) -> set[str]:
-    return {key for n in ast.walk(node) if (key := _key(n)) is not None}
+    return {key for n in _walk(node) if (key := _key(n)) is not None}
 
 
 def _key(node: ast.AST) -> str | None:
