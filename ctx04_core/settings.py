@@ -221,6 +221,11 @@ class Settings:
                 raise ValueError(f"signal_weights takes NAME=NUMBER entries, not {entry!r}")
         return weights
 
+    def signal_weight(self, name: str, default: float) -> float:
+        """The weight the fusion gives signal ``name``: its ``signal_weights``
+        entry, else ``default``. A plugin skips a signal this makes 0."""
+        return self.signal_weight_overrides().get(name, default)
+
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -152,3 +152,10 @@ def test_the_signal_is_the_share_of_a_function_flowing_from_what_the_task_names(
         query=build_query("load", names=repo.index.names(), settings=Settings()),
         candidates=candidates, repo=repo, settings=Settings(),
     ) is None
+    # A weight given by name in signal_weights counts as the weight: computed.
+    named = Settings(signal_weights=("dependence=1",))
+    [overridden] = dependence.signals(
+        query=build_query("KeyError in load", names=repo.index.names(), settings=named),
+        candidates=candidates, repo=repo, settings=named,
+    ) or []
+    assert overridden.values == (0.0, 0.0, 0.0, 1 / 3)

@@ -85,7 +85,7 @@ def dependent_lines(excerpt: Excerpt, repo: Repo, settings: Settings) -> list[in
 def signals(
     query: Query, candidates: tuple[Candidate, ...], repo: Repo, settings: Settings
 ) -> list[Signal] | None:
-    if settings.dependence_weight == 0:
+    if settings.signal_weight(SIGNAL, settings.dependence_weight) == 0:
         return None
     names = frozenset(simple_name(i) for i in (*query.identifiers, *query.unresolved))
     values = tuple(_reach(c, names, repo) if names else 0.0 for c in candidates)

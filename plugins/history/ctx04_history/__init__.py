@@ -263,7 +263,7 @@ def signals(
     scores = file_scores(query, log, settings)
     values = tuple(scores.get(c.span.path, 0.0) for c in candidates)
     found = [Signal(SOURCE, values, settings.history_weight, "scale")]
-    if settings.cochange_weight:
+    if settings.signal_weight(COCHANGE, settings.cochange_weight):
         partners = cochange_scores(named_files(query, repo), log)
         found.append(Signal(COCHANGE, tuple(partners.get(c.span.path, 0.0) for c in candidates),
                             settings.cochange_weight, "scale"))

@@ -183,7 +183,7 @@ def neighbour_worth(
 def signals(
     query: Query, candidates: tuple[Candidate, ...], repo: Repo, settings: Settings
 ) -> list[Signal] | None:
-    if settings.signal_weight_overrides().get("neighbour", settings.neighbour_boost) == 0:
+    if settings.signal_weight("neighbour", settings.neighbour_boost) == 0:
         return None  # a weight of 0 changes no score: skip the lookups
     values = neighbour_worth(repo, query.identifiers, candidates)
     return [Signal("neighbour", values, settings.neighbour_boost, "scale")]
