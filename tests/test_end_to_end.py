@@ -76,8 +76,8 @@ def test_the_json_is_the_documented_schema(shop: Path) -> None:
     # Why it ranked first: each signal's value, and the fused score they give.
     signals = first["signals"]
     assert list(signals) == [
-        "auxiliary", "bm25", "definition", "history", "meaning", "neighbour", "path", "pin",
-        "pointed_at",
+        "auxiliary", "bm25", "definition", "history", "history_definition", "meaning",
+        "neighbour", "path", "pin", "pointed_at",
     ]
     assert (signals["auxiliary"], signals["pointed_at"], signals["pin"]) == (0.0, 0.0, 0.0)
     assert first["score"] == pytest.approx(

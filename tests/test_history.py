@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from conftest import GIT_ENV, make_git_repo, write_files
-from ctx04_history import cochange_scores, named_files, read_log
+from ctx04_history import cochange_scores, hunk_name, named_files, read_log
 from ctx04_history import signals as history_signals
 
 from ctx04_core.pipeline import open_repo, retrieve
@@ -23,6 +23,7 @@ FILES: dict[str, str | bytes] = {
     "both.py": "def parse_and_show(text):\n    return show(parse(text))\n",
 }
 TASK = "parse of week dates: the ISO week number is lost when parsing"
+FILES_WITHOUT_DATES = {k: v for k, v in FILES.items() if k != "dates.py"}
 
 
 def commit(root: Path, files: dict[str, str | bytes], message: str) -> str:
@@ -106,12 +107,14 @@ def test_the_log_is_kept_in_the_index(history: tuple[Path, list[str]]) -> None:
 
     index = CodeIndex.open(root)
     try:
-        stored = index.derived(f"history:{root.resolve()}:{shas[-1]}:5000")
+        stored = index.derived(f"history:v2:{root.resolve()}:{shas[-1]}:5000")
     finally:
         index.close()
     assert stored is not None
     assert '"Fix parsing of ISO week number dates"' in stored
-    assert result.recalled.get("history") is None  # nothing to report
+    # Nothing to report; the two commits about ISO weeks changed parse and show.
+    assert result.recalled.get("history") == 2
+    assert not [d for d in result.diagnostics if d.reason in ("no history", "shallow clone")]
 
 
 def test_no_git_is_a_diagnostic(tmp_path: Path) -> None:
@@ -190,6 +193,71 @@ def test_files_that_change_with_the_named_ones_are_partners(tmp_path: Path) -> N
         # Weight 0, the default: no such signal at all.
         plain = history_signals(query=query, candidates=candidates, repo=repo,
                                 settings=Settings())
-        assert [s.name for s in plain] == ["history"]
+        assert [s.name for s in plain] == ["history", "history_definition"]
     finally:
         repo.index.close()
+
+
+@pytest.mark.parametrize(("header", "name"), [
+    (" def week(self, text):", "week"),
+    (" class Calendar(Base):", "Calendar"),
+    (" func (c *Calendar) Week(text string) int {", "Week"),
+    (" public static <T> List<T> weeks(Class<T> kind) {", "weeks"),
+    (" int Calendar::week(const char *text)", "week"),
+    (" pub fn week<'a>(text: &'a str) -> u32 {", "week"),
+    (" def week", "week"),
+    (" class Calendar extends Base {", "Calendar"),
+    (" if (week) {", None),
+    ("", None),
+])
+def test_a_hunk_header_names_its_definition(header: str, name: str | None) -> None:
+    assert hunk_name(header) == name
+
+
+DATES = (
+    "def parse(text):\n    return text.split('-')\n\n\n"
+    "def _calendar(parts):\n    return parts\n"
+)
+
+
+def test_the_best_commits_lift_the_definitions_they_changed(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "repo", {"dates.py": DATES, **FILES_WITHOUT_DATES})
+    fixed = DATES.replace("return parts", "return parts[:3]")
+    week_fix = commit(root, {"dates.py": fixed}, "Keep the ISO week number when parsing dates")
+    commit(root, {"render.py": FILES["render.py"].replace("str(value)", "repr(value)")},
+           "Render values as repr")
+    later = commit(root, {"dates.py": fixed.replace("split('-')", "split('/')")},
+                   "Keep the ISO week number when parsing dates")
+    weighted = Settings().with_overrides(history_definition_weight=1.0)
+    # At the second commit the later fix to parse() is not visible: only
+    # _calendar, which no task word names, was changed by a commit like the task.
+    at_base = weighted.with_overrides(history_git_dir=str(root / ".git"), history_rev=week_fix)
+    result = retrieve(TASK, root, disable=["pin"], settings=at_base)
+    values = {r.candidate.qualname: dict(r.signals)["history_definition"]
+              for r in result.candidates}
+    # _calendar shares no word with the task: the history recall proposed it.
+    assert values == {"dates.parse": 0.0, "both.parse_and_show": 0.0, "dates._calendar": 1.0}
+    calendar = next(r.candidate for r in result.candidates
+                    if r.candidate.qualname == "dates._calendar")
+    assert calendar.sources == ("history",)
+    # At HEAD both fixes count, with the same message: the same score each.
+    result = retrieve(TASK, root, disable=["pin"], settings=weighted)
+    values = {r.candidate.qualname: dict(r.signals)["history_definition"]
+              for r in result.candidates}
+    assert values == {"dates.parse": 1.0, "both.parse_and_show": 0.0, "dates._calendar": 1.0}
+    from ctx04_core.index import CodeIndex
+
+    index = CodeIndex.open(root)
+    try:
+        assert index.derived(f"changed:{week_fix}") == '[["dates.py", "_calendar"]]'
+        assert index.derived(f"changed:{later}") == '[["dates.py", "parse"]]'
+    finally:
+        index.close()
+
+
+def test_weight_zero_computes_no_definition_signal(history: tuple[Path, list[str]]) -> None:
+    root, _ = history
+    result = retrieve(TASK, root, disable=["pin"],
+                      settings=Settings().with_overrides(history_definition_weight=0.0))
+    assert all("history_definition" not in dict(r.signals) for r in result.candidates)
+    assert all(r.candidate.sources != ("history",) for r in result.candidates)

@@ -101,7 +101,7 @@ def test_its_signal_stacks_with_the_bundled_ones(tmp_path: Path) -> None:
     assert dict(by_name["billing.tax_rate"].signals)["pin"] == 1.0
     assert dict(by_name["billing.invoice_total"].signals)["pin"] == 0.0
     assert [name for name, _ in by_name["billing.tax_rate"].signals] == [
-        "auxiliary", "bm25", "definition", "history", "meaning", "neighbour", "path", "pin",
-        "pointed_at",
+        "auxiliary", "bm25", "definition", "history", "history_definition", "meaning",
+        "neighbour", "path", "pin", "pointed_at",
     ]
     assert "pin" not in dict(retrieve(task, root, disable=["pin"]).candidates[0].signals)

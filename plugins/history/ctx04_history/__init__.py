@@ -27,9 +27,23 @@ that usually change with the files the task names. The named files are the
 paths the task gives and the files of the definitions it names (a name with
 at most ``COCHANGE_NAMESAKES`` definitions); for every other file, the
 largest share of one named file's commits that changed it too (commits of
-more than ``COCHANGE_MAX_FILES`` files, sweeping renames and reformats,
-left out); in [0, 1]. A fix to ``Response.iter_content`` that belongs in
+more than ``SWEEPING_FILES`` files, sweeping renames and reformats, left
+out); in [0, 1]. A fix to ``Response.iter_content`` that belongs in
 ``utils.py`` shows as the commits that changed both.
+
+Signal ``history_definition`` (scale, weight
+``settings.history_definition_weight``): the functions, methods and classes
+those same best commits changed. Each commit's hunks (``git show -U0``, with
+git's own per-language function-name rules named in
+``funcnames.gitattributes``) name the definition every hunk is in; a
+commit's score is shared among the definitions it changed (divided by the
+square root of their number; sweeping commits of more than
+``SWEEPING_FILES`` files left out); a candidate's value is its definition's
+total (matched by file and simple name) over the best one's, in [0, 1]. With
+a non-zero weight the ``recall`` hook also proposes the
+``DEFINITION_CANDIDATES`` best of them that the index holds today: the
+function a task's predecessors fixed may share no word with the task. Each
+commit's changed definitions are kept in the index by commit id.
 
 No git, no commit, a rev git does not know, or a shallow clone: a
 diagnostic (``unavailable``) from the ``recall`` hook, which proposes no
@@ -42,29 +56,52 @@ import contextlib
 import functools
 import json
 import math
+import re
 import sqlite3
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from ctx04_core.bm25 import idf, score
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
-from ctx04_core.subprocesses import run_bounded
+from ctx04_core.subprocesses import ChildResult, run_bounded
 from ctx04_core.text import content_terms, simple_name, tokenize
 from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Signal
 
 SOURCE = "history"
 COCHANGE = "cochange"
+DEFINITION = "history_definition"
 COCHANGE_NAMESAKES = 2  # a name defined more often says little about which file
-COCHANGE_MAX_FILES = 20
+SWEEPING_FILES = 20
+DEFINITION_CANDIDATES = 10
+# Changed definitions are kept per commit: enough for a few hundred tasks'
+# best commits before the oldest are read from git again.
+CHANGED_ENTRIES = 4096
 RECORD, FIELD = "\x1e", "\x1f"
+Key = TypeVar("Key")
 GIT_TIMEOUT_S = 10.0
+# git's builtin function-name rules by file extension (``diff=python`` ...):
+# without them a hunk in a method is named by its class line.
+FUNCNAMES = Path(__file__).with_name("funcnames.gitattributes")
+# The definition a hunk header names: the first call-shaped name that is no
+# keyword (``def parse(``, ``func (r *T) Parse(``, ``void Foo::parse(``), else
+# the name after a definition keyword (``class Parser``, ``def parse``).
+CALL_SHAPED = re.compile(r"([A-Za-z_$][\w$]*)\s*(?:<[^<>()]*>)?\s*\(")
+DECLARED = re.compile(
+    r"\b(?:class|struct|interface|enum|trait|module|def|fn|func|function)\s+([A-Za-z_$][\w$]*)"
+)
+NOT_NAMES = frozenset({
+    "if", "elif", "for", "foreach", "while", "switch", "catch", "return",
+    "func", "function", "fn", "def", "sizeof", "with", "match", "new",
+})
 
 
 @dataclass(frozen=True)
 class Commit:
+    sha: str
     message: str
     files: tuple[str, ...]
 
@@ -113,7 +150,8 @@ def read_log(root: Path, settings: Settings) -> Log:
         return Log((), Diagnostic("unavailable", "no history", detail=f"not a revision: {rev}"))
     argv = [
         *_git(settings, root), "-c", "core.quotePath=false", "log", "--no-merges",
-        f"-n{settings.history_commits}", f"--format={RECORD}%s%n%n%b{FIELD}", "--name-only",
+        f"-n{settings.history_commits}", f"--format={RECORD}%H{FIELD}%s%n%n%b{FIELD}",
+        "--name-only",
         *([] if settings.history_git_dir else ["--relative"]), rev, "--",
     ]
     try:
@@ -134,8 +172,9 @@ def read_log(root: Path, settings: Settings) -> Log:
         )
     commits = []
     for record in records:
-        message, _, files = record.partition(FIELD)
-        commits.append(Commit(message.strip(), tuple(f for f in files.split("\n") if f)))
+        sha, _, rest = record.partition(FIELD)
+        message, _, files = rest.partition(FIELD)
+        commits.append(Commit(sha, message.strip(), tuple(f for f in files.split("\n") if f)))
     if trouble is None and _shallow(root, settings):
         trouble = Diagnostic(
             "unavailable", "shallow clone",
@@ -173,31 +212,36 @@ def log_of(repo: Repo, settings: Settings) -> Log:
 
 def _cache_key(repo: Repo, settings: Settings) -> str | None:
     rev, n = settings.history_rev, settings.history_commits
+    # "v2": a stored log holds each commit's id since the definitions it changed
+    # are read by id; a log stored without them is not read.
     if settings.history_git_dir:
-        return f"history:{settings.history_git_dir}:{rev}:{n}"
+        return f"history:v2:{settings.history_git_dir}:{rev}:{n}"
     if repo.base is None:
         return None
     # HEAD moves: key the repository's own log by the commit it names now.
-    return f"history:{repo.root}:{repo.base if rev == 'HEAD' else rev}:{n}"
+    return f"history:v2:{repo.root}:{repo.base if rev == 'HEAD' else rev}:{n}"
 
 
 def _stored_log(repo: Repo, settings: Settings, key: str) -> Log:
     stored = repo.index.derived(key)
     if stored is not None:
-        return Log(tuple(Commit(m, tuple(f)) for m, f in json.loads(stored)), None)
+        return Log(tuple(Commit(h, m, tuple(f)) for h, m, f in json.loads(stored)), None)
     log = read_log(repo.root, settings)
     if log.trouble is None:
         # A read-only index: the log is read from git again next time.
         with contextlib.suppress(sqlite3.Error):
-            repo.index.store_derived(key, json.dumps([[c.message, c.files] for c in log.commits]))
+            repo.index.store_derived(
+                key, json.dumps([[c.sha, c.message, c.files] for c in log.commits])
+            )
     return log
 
 
-def file_scores(query: Query, log: Log, settings: Settings) -> dict[str, float]:
-    """Each file's share of the evidence of the commits most like the task, in [0, 1]."""
+def best_commits(query: Query, log: Log, settings: Settings) -> list[tuple[float, int]]:
+    """The ``history_top_commits`` commits whose messages best match the task, as
+    (BM25 score, index in the log), best first."""
     terms = content_terms(query.task_text)
     if not terms or not log.commits:
-        return {}
+        return []
     goal = set(tokenize(query.goal_hint))
     weights = {t: settings.goal_weight if t in goal else 1.0 for t in terms}
     n, lengths = len(log.commits), log.lengths
@@ -211,22 +255,119 @@ def file_scores(query: Query, log: Log, settings: Settings) -> dict[str, float]:
     k1, b = settings.bm25_k1, settings.bm25_b
     scored = [(score(weights, idfs, tf, lengths[i], avgdl, k1, b), i) for i, tf in counts.items()]
     best = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))
+    return best[: settings.history_top_commits]
+
+
+def file_scores(query: Query, log: Log, settings: Settings) -> dict[str, float]:
+    """Each file's share of the evidence of the commits most like the task, in [0, 1]."""
     totals: dict[str, float] = {}
-    for value, i in best[: settings.history_top_commits]:
+    for value, i in best_commits(query, log, settings):
         files = log.commits[i].files
         for path in files:
             totals[path] = totals.get(path, 0.0) + value / math.sqrt(len(files))
     # A file many commits change (a registry, a changelog) sits in any set of
     # commits: its votes count less, by the square root of its changes.
     totals = {path: total / math.sqrt(log.changes[path]) for path, total in totals.items()}
+    return _share_of_best(totals)
+
+
+def _share_of_best(totals: dict[Key, float]) -> dict[Key, float]:
     top = max(totals.values(), default=0.0)
-    return {path: total / top for path, total in totals.items()} if top else {}
+    return {key: total / top for key, total in totals.items()} if top else {}
+
+
+def hunk_name(header: str) -> str | None:
+    """The name of the definition a hunk header's function line declares."""
+    for name in CALL_SHAPED.findall(header):
+        if name not in NOT_NAMES:
+            return str(name)
+    declared = DECLARED.search(header)
+    return declared.group(1) if declared else None
+
+
+def changed_definitions(
+    repo: Repo, settings: Settings, shas: list[str]
+) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Each commit's changed definitions as (path, name), from the index or from
+    one bounded ``git show``; a commit git's output did not reach is left out."""
+    found: dict[str, tuple[tuple[str, str], ...]] = {}
+    for sha in shas:
+        stored = repo.index.derived(f"changed:{sha}")
+        if stored is not None:
+            found[sha] = tuple((path, name) for path, name in json.loads(stored))
+    missing = [sha for sha in shas if sha not in found]
+    if not missing:
+        return found
+    argv = [
+        *_git(settings, repo.root), "-c", f"core.attributesFile={FUNCNAMES}",
+        "-c", "core.quotePath=false", "show", "-U0", "--no-color", "--no-ext-diff",
+        f"--format={RECORD}%H", *([] if settings.history_git_dir else ["--relative"]),
+        *missing, "--",
+    ]
+    try:
+        done = run_bounded(argv, cwd=repo.root, timeout_s=GIT_TIMEOUT_S,
+                           max_stdout_bytes=settings.history_max_bytes)
+    except OSError:
+        return found
+    for sha, changed in _parse_show(done).items():
+        found[sha] = changed
+        with contextlib.suppress(sqlite3.Error):
+            repo.index.store_derived(f"changed:{sha}", json.dumps(changed), keep=CHANGED_ENTRIES)
+    return found
+
+
+def _parse_show(done: ChildResult) -> dict[str, tuple[tuple[str, str], ...]]:
+    if done.returncode not in (0, None):
+        return {}
+    records = done.stdout.decode("utf-8", "replace").split(RECORD)[1:]
+    if done.stopped is not None:
+        records = records[:-1]  # the last record may be cut
+    parsed = {}
+    for record in records:
+        sha, *lines = record.split("\n")
+        path, changed = None, dict[tuple[str, str], None]()
+        for line in lines:
+            if line.startswith("+++ "):
+                path = line[6:] if line.startswith("+++ b/") else None
+            elif line.startswith("@@") and path is not None:
+                name = hunk_name(line.split("@@", 2)[-1])
+                if name is not None:
+                    changed[path, name] = None
+        parsed[sha] = tuple(changed)
+    return parsed
+
+
+def definition_scores(query: Query, repo: Repo, settings: Settings) -> dict[tuple[str, str], float]:
+    """Each changed definition's share of the evidence of the commits most like
+    the task, keyed (path, simple name), in [0, 1]."""
+    log = log_of(repo, settings)
+    best = [(value, log.commits[i]) for value, i in best_commits(query, log, settings)
+            if len(log.commits[i].files) <= SWEEPING_FILES]
+    changed = changed_definitions(repo, settings, [commit.sha for _, commit in best])
+    totals: dict[tuple[str, str], float] = {}
+    for value, commit in best:
+        definitions = changed.get(commit.sha, ())
+        for key in definitions:
+            totals[key] = totals.get(key, 0.0) + value / math.sqrt(len(definitions))
+    return _share_of_best(totals)
 
 
 @hookimpl
-def recall(repo: Repo, settings: Settings) -> Recall | None:
+def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
     trouble = log_of(repo, settings).trouble
-    return None if trouble is None else Recall(SOURCE, (), (trouble,))
+    proposed: tuple[Candidate, ...] = ()
+    if settings.signal_weight(DEFINITION, settings.history_definition_weight):
+        scores = definition_scores(query, repo, settings)
+        best = sorted(scores, key=lambda key: (-scores[key], key))
+        proposed = tuple(
+            Candidate(node.span, node.kind, node.qualname, (SOURCE,), terms=(name,))
+            for path, name in best[:DEFINITION_CANDIDATES]
+            for node in repo.index.lookup(name)
+            if node.span.path == path and node.kind != "module"
+        )
+    if trouble is None and not proposed:
+        return None
+    return Recall(SOURCE, proposed, () if trouble is None else (trouble,))
 
 
 def named_files(query: Query, repo: Repo) -> set[str]:
@@ -244,7 +385,7 @@ def cochange_scores(named: set[str], log: Log) -> dict[str, float]:
     together: dict[tuple[str, str], int] = {}
     for commit in log.commits:
         files = set(commit.files)
-        if len(files) > COCHANGE_MAX_FILES:
+        if len(files) > SWEEPING_FILES:
             continue
         for hub in files & named:
             for other in files - named:
@@ -267,4 +408,11 @@ def signals(
         partners = cochange_scores(named_files(query, repo), log)
         found.append(Signal(COCHANGE, tuple(partners.get(c.span.path, 0.0) for c in candidates),
                             settings.cochange_weight, "scale"))
+    if settings.signal_weight(DEFINITION, settings.history_definition_weight):
+        changed = definition_scores(query, repo, settings)
+        found.append(Signal(DEFINITION, tuple(
+            0.0 if c.kind == "module" or c.qualname is None
+            else changed.get((c.span.path, simple_name(c.qualname)), 0.0)
+            for c in candidates
+        ), settings.history_definition_weight, "scale"))
     return found
