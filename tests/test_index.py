@@ -245,6 +245,11 @@ def test_files_that_cannot_be_parsed_are_recorded_and_not_retried(
         again = index.refresh(pm, ("*.py", "*.txt"), Settings(max_file_bytes=100))
         assert (again.parsed, again.unchanged) == (0, 6)
         assert recorder.seen == []
+        # Nothing written: the counts the last write kept, equal to counting again.
+        assert (again.nodes, again.edges, again.failures, again.languages) == (
+            stats.nodes, stats.edges, tuple(index.failures()), tuple(index.languages())
+        )
+        assert again.languages == (("python", 1),)
     finally:
         index.close()
 
@@ -872,3 +877,22 @@ def test_the_searches_count_terms_anew_after_a_refresh(
     bounded = index.search_code(["amounts", "fragment"], 5, 1)
     assert bounded.left_out == ("amounts",)
     assert [n.qualname for n, _ in bounded.found] == ["pkg.util.slugify"]
+
+
+def test_counts_kept_before_an_older_ctx04_wrote_are_counted_again(
+    index: CodeIndex, pm: pluggy.PluginManager
+) -> None:
+    first = refresh(index, pm)
+    assert first.edges > 0
+    # What an older ctx04's refresh did: rows written, the 'parsers' row
+    # rewritten, the kept counts left as they were.
+    with closing(sqlite3.connect(index.path)) as conn, conn:
+        conn.execute("DELETE FROM edges")
+        conn.execute(
+            "INSERT OR REPLACE INTO meta(key, value) SELECT key, value FROM meta "
+            "WHERE key = 'parsers'"
+        )
+
+    again = refresh(index, pm)
+
+    assert (again.parsed, again.nodes, again.edges) == (0, first.nodes, 0)
