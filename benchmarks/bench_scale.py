@@ -9,8 +9,10 @@ Per repository:
   once under ``CACHE/scale/trees/gen-<files>-seed<seed>``; druid is the
   pinned commit of a mirror extracted once under ``CACHE/trees`` (benchlib);
 - cold build: ``ctx04 index --repo TREE --index-dir EMPTY`` as a child
-  process, wall time and the child's peak RSS; the index it leaves is the
-  warm one below, and its file size is reported;
+  process, wall time and the child's peak RSS; the index it leaves (kept in
+  ``CACHE/scale/indexes/<tree>``) is the warm one below, and its file size is
+  reported; with ``--cold-runs 0`` the kept index is used as it is (a
+  50,000-file build takes minutes);
 - nothing-changed refresh: ``CodeIndex.open`` + ``refresh`` + ``close`` in
   this process;
 - warm retrieve (API): ``ctx04_core.pipeline.retrieve(task, tree,
@@ -77,6 +79,8 @@ DRUID = bl.RepoSpec(
     ),
 )
 # The issue's targets for the 50,000-file repository.
+# The cold-build cells of a run with --cold-runs 0.
+NOT_BUILT = "not run (kept index)"
 TARGETS = {"cold": "≤ 120 s", "refresh": "≤ 0.3 s", "api": "≤ 1.5 s", "rss": "≤ 500 MB"}
 
 
@@ -87,8 +91,8 @@ class ScaleResult:
     tasks: tuple[str, ...]  # task ids, in the order of the per-task figures
     files: int
     nodes: int
-    cold: bl.Stats
-    cold_rss: int  # bytes, median over the cold builds
+    cold: bl.Stats | None  # None with --cold-runs 0
+    cold_rss: int  # bytes, median over the cold builds (0 without one)
     index_bytes: int
     refresh: bl.Stats
     api: tuple[bl.Stats, ...]  # per task
@@ -107,13 +111,14 @@ class ScaleResult:
 
 
 def measure(name: str, tree: Path, tasks: tuple[bl.Task, ...], args: argparse.Namespace,
-            scratch: Path) -> ScaleResult:
+            index_dir: Path, scratch: Path) -> ScaleResult:
     pm = plugin_manager()
     settings = Settings()
     globs = tuple(sorted({g for found in pm.hook.source_globs() for g in found or ()}))
     files = len(ripgrep.list_files(tree, globs, settings.exclude_globs, settings.search_timeout_s))
     ctx04 = bl.tool_path("ctx04")
-    index_dir = scratch / "index"
+    if not args.cold_runs and not (index_dir / "index.sqlite3").exists():
+        raise SystemExit(f"--cold-runs 0: no kept index in {index_dir}; run with a cold build")
     cold_runs = []
     for run in range(args.cold_runs):
         shutil.rmtree(index_dir, ignore_errors=True)
@@ -124,7 +129,9 @@ def measure(name: str, tree: Path, tasks: tuple[bl.Task, ...], args: argparse.Na
         cold_runs.append(done)
         print(f"  {name}: cold build {run + 1}/{args.cold_runs}: {bl.seconds(done.seconds)}, "
               f"{bl.mib(done.max_rss_bytes)}", file=sys.stderr, flush=True)
-    cold = bl.Stats(tuple(r.seconds for r in cold_runs), tuple(r.cpu_seconds for r in cold_runs))
+    cold = bl.Stats(
+        tuple(r.seconds for r in cold_runs), tuple(r.cpu_seconds for r in cold_runs)
+    ) if cold_runs else None
     index_bytes = sum(p.stat().st_size for p in index_dir.glob("index.sqlite3*"))
 
     def nothing_changed() -> None:
@@ -164,7 +171,7 @@ def measure(name: str, tree: Path, tasks: tuple[bl.Task, ...], args: argparse.Na
         print(f"  {name} {task.id}: API {bl.spread(api[-1])} (refresh "
               f"{bl.seconds(api_refresh[-1])}), floor {bl.seconds(floor[-1].median)}, "
               f"retrieve RSS {bl.mib(child.max_rss_bytes)}", file=sys.stderr, flush=True)
-    cold_rss = int(statistics.median(r.max_rss_bytes for r in cold_runs))
+    cold_rss = int(statistics.median(r.max_rss_bytes for r in cold_runs)) if cold_runs else 0
     return ScaleResult(
         name, tree, tuple(t.id for t in tasks), files, stats.nodes, cold, cold_rss, index_bytes,
         refresh, tuple(api), tuple(api_refresh), tuple(floor), tuple(rss),
@@ -191,10 +198,11 @@ def report(result: ScaleResult, targets: dict[str, str]) -> str:
          "API / floor", "API CPU", "peak RSS, `ctx04 retrieve` process"], rows)
     api_cpu = result.api_cpu_median()
     summary = bl.markdown_table(["measure", "median (min–max)", "CPU median", "target"], [
-        ["cold build, `ctx04 index` wall time", bl.spread(result.cold),
-         bl.seconds(result.cold.cpu_median), targets.get("cold", "")],
-        ["cold build, peak RSS (largest process)", bl.mib(result.cold_rss), "",
-         targets.get("rss", "")],
+        ["cold build, `ctx04 index` wall time",
+         bl.spread(result.cold) if result.cold else NOT_BUILT,
+         bl.seconds(result.cold.cpu_median) if result.cold else "", targets.get("cold", "")],
+        ["cold build, peak RSS (largest process)",
+         bl.mib(result.cold_rss) if result.cold else NOT_BUILT, "", targets.get("rss", "")],
         ["index file (with its WAL)", bl.mib(result.index_bytes), "", ""],
         ["nothing-changed refresh (open + refresh + close)", bl.spread(result.refresh),
          bl.seconds(result.refresh.cpu_median), targets.get("refresh", "")],
@@ -212,8 +220,9 @@ def growth(results: list[ScaleResult]) -> str:
     rows = []
     for r in results:
         root = math.sqrt(r.files / base.files)
-        rows.append([r.name, f"{r.files:,}", f"{r.nodes:,}", bl.seconds(r.cold.median),
-                     bl.seconds(r.cold.cpu_median), bl.mib(r.cold_rss), bl.mib(r.index_bytes),
+        cold = (bl.seconds(r.cold.median), bl.seconds(r.cold.cpu_median), bl.mib(r.cold_rss)) \
+            if r.cold else (NOT_BUILT, "", "")
+        rows.append([r.name, f"{r.files:,}", f"{r.nodes:,}", *cold, bl.mib(r.index_bytes),
                      bl.seconds(r.refresh.median), bl.seconds(r.api_median()),
                      bl.seconds(r.api_cpu_median()), bl.seconds(r.floor_median()),
                      bl.ratio(r.api_median(), r.floor_median()),
@@ -236,7 +245,8 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--runs", type=int, default=3,
                         help="timed runs per refresh and per task, after one warm-up (default 3)")
     parser.add_argument("--cold-runs", type=int, default=1,
-                        help="cold builds per repository (default 1; each takes minutes)")
+                        help="cold builds per repository (default 1; each takes minutes); "
+                        "0 measures the index a former run kept, brought up to date")
     parser.add_argument("--cache-dir", type=Path, default=bl.default_cache_dir(),
                         help="where generated and pinned trees and the indexes go "
                         "(default $XDG_CACHE_HOME/ctx04-bench or ~/.cache/ctx04-bench)")
@@ -244,8 +254,8 @@ def main(argv: list[str]) -> None:
                         help="folder of bare git mirrors laid out as <owner>+<name>/repo "
                         "(druid's is gargvishesh+druid; default /work/.mirror)")
     args = parser.parse_args(argv)
-    if args.runs < 1 or args.cold_runs < 1:
-        raise SystemExit("--runs and --cold-runs must be at least 1")
+    if args.runs < 1 or args.cold_runs < 0:
+        raise SystemExit("--runs must be at least 1, --cold-runs at least 0")
     sizes = sorted({s for s in (args.size or SIZES) if s})
     if any(s < max(TASK_FILES) + 1 for s in sizes):
         raise SystemExit(f"--size must be at least {max(TASK_FILES) + 1} (the tasks' files)")
@@ -263,7 +273,8 @@ def main(argv: list[str]) -> None:
         repos.append(("apache/druid", tree, DRUID.tasks, {}))
     for name, tree, tasks, targets in repos:
         with tempfile.TemporaryDirectory(prefix="scale-", dir=args.cache_dir / "scratch") as s:
-            result = measure(name, tree, tasks, args, Path(s))
+            kept = args.cache_dir / "scale" / "indexes" / tree.name
+            result = measure(name, tree, tasks, args, kept, Path(s))
         results.append(result)
         print(f"### {name} ({result.files:,} source files, {result.nodes:,} nodes; "
               f"tree {tree})\n")

@@ -57,6 +57,16 @@ class Settings:
     apidesc_limit: int = 20
     callgraph_limit: int = 20
     bm25_recall_limit: int = 20
+    # The two searches of the index (``bm25`` over each definition's own code,
+    # ``apidesc`` over descriptions) score every definition holding any query
+    # term: on 50,000 files, 350,000 of 400,000 rows a query, most for words
+    # like "value" and "error". Each search keeps the query's rarest terms
+    # while the definitions holding them (summed per term) stay within this
+    # budget, always the rarest one; the more common terms, which weigh least
+    # in BM25, are left out and named in an ``omitted`` diagnostic. On the
+    # dev split 100,000 changed no metric (it binds on 16 django and sympy
+    # tasks); 50,000 lost MRR and required-symbol recall (docs/benchmarks.md).
+    search_postings_budget: int = 100_000
     traceback_limit: int = 20
     search_timeout_s: float = 10.0
     # The repository's own history (the ``history`` plugin): the newest

@@ -27,6 +27,7 @@ from ctx04_core.settings import Settings
 from ctx04_core.types import Edge, Node, NodeValues, ParsedFile, Span
 
 GLOBS = ("*.py",)
+POSTINGS = Settings().search_postings_budget
 
 STORE = '''\
 """Persistent memory."""
@@ -196,7 +197,7 @@ def test_a_deleted_file_is_removed_with_its_nodes(
     assert index.file_nodes("pkg/util.py") == []
     assert index.lookup("slugify") == []
     assert "qx" not in index.names()
-    assert index.search_descriptions("checksum payment", 5) == []
+    assert index.search_descriptions("checksum payment", 5, POSTINGS).found == ()
     # The edges out of the deleted file are gone; the references into it stay.
     assert [(e.source, e.line) for e in index.references_to("slugify")] == [
         ("app.main", 7), ("pkg.store", 3), ("pkg.store.MemStore.remember", 11),
@@ -244,6 +245,11 @@ def test_files_that_cannot_be_parsed_are_recorded_and_not_retried(
         again = index.refresh(pm, ("*.py", "*.txt"), Settings(max_file_bytes=100))
         assert (again.parsed, again.unchanged) == (0, 6)
         assert recorder.seen == []
+        # Nothing written: the counts the last write kept, equal to counting again.
+        assert (again.nodes, again.edges, again.failures, again.languages) == (
+            stats.nodes, stats.edges, tuple(index.failures()), tuple(index.languages())
+        )
+        assert again.languages == (("python", 1),)
     finally:
         index.close()
 
@@ -476,7 +482,8 @@ def test_description_search_finds_a_docstring_the_code_never_says(
 ) -> None:
     refresh(index, pm)
 
-    found = index.search_descriptions("The checksum for payment records is wrong", 3)
+    task = "The checksum for payment records is wrong"
+    found = index.search_descriptions(task, 3, POSTINGS).found
 
     # qx shares "checksum" and "payment" with the task, only in its docstring;
     # payment_total shares "payment", MemStore only "the".
@@ -488,9 +495,9 @@ def test_description_search_finds_a_docstring_the_code_never_says(
         "pkg.util.qx", "qx", "function", Span("pkg/util.py", 6, 8), 6, "def qx(a, b):",
         "Compute the checksum of a payment record.",
     )
-    assert index.search_descriptions("", 5) == []
-    assert index.search_descriptions("!!! ...", 5) == []
-    assert index.search_descriptions("checksum", 0) == []
+    assert index.search_descriptions("", 5, POSTINGS).found == ()
+    assert index.search_descriptions("!!! ...", 5, POSTINGS).found == ()
+    assert index.search_descriptions("checksum", 0, POSTINGS).found == ()
 
 
 def test_description_search_is_the_api_index_view(
@@ -853,3 +860,39 @@ def test_files_parsed_in_worker_processes_are_stored_as_parsed_one_by_one(
     assert _stored(tmp_path / "at-once" / "index.sqlite3") == _stored(
         tmp_path / "one-by-one" / "index.sqlite3"
     )
+
+
+def test_the_searches_count_terms_anew_after_a_refresh(
+    repo: Path, index: CodeIndex, pm: pluggy.PluginManager
+) -> None:
+    refresh(index, pm)
+    assert index.term_statistics(["amounts", "fragment"])[1] == {"amounts": 1, "fragment": 1}
+    # Both terms in one row each: a budget of 1 row searches the first only.
+    assert index.search_code(["amounts", "fragment"], 5, 1).left_out == ("fragment",)
+    rewrite(repo / "pkg/util.py", UTIL.replace("URL fragment", "URL fragment of amounts"))
+
+    refresh(index, pm)
+
+    assert index.term_statistics(["amounts", "fragment"])[1] == {"amounts": 2, "fragment": 1}
+    bounded = index.search_code(["amounts", "fragment"], 5, 1)
+    assert bounded.left_out == ("amounts",)
+    assert [n.qualname for n, _ in bounded.found] == ["pkg.util.slugify"]
+
+
+def test_counts_kept_before_an_older_ctx04_wrote_are_counted_again(
+    index: CodeIndex, pm: pluggy.PluginManager
+) -> None:
+    first = refresh(index, pm)
+    assert first.edges > 0
+    # What an older ctx04's refresh did: rows written, the 'parsers' row
+    # rewritten, the kept counts left as they were.
+    with closing(sqlite3.connect(index.path)) as conn, conn:
+        conn.execute("DELETE FROM edges")
+        conn.execute(
+            "INSERT OR REPLACE INTO meta(key, value) SELECT key, value FROM meta "
+            "WHERE key = 'parsers'"
+        )
+
+    again = refresh(index, pm)
+
+    assert (again.parsed, again.nodes, again.edges) == (0, first.nodes, 0)

@@ -12,7 +12,7 @@ from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.query import build_query
 from ctx04_core.text import tokenize
-from ctx04_core.types import Candidate, Query, Recall, Span
+from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Span
 
 Indexed = Callable[..., Repo]
 
@@ -96,3 +96,30 @@ def test_a_task_matching_no_description_recalls_nothing(
     repo = indexed(make_git_repo(tmp_path / "r", {"store.py": STORE}))
     q = build_query("Quux zorble.", names=repo.index.names(), settings=Settings())
     assert recall(repo, q) == Recall("apidesc", (), ())
+
+
+def test_the_most_common_terms_past_the_postings_budget_are_left_out(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    # Every description holds "value"; one holds "digest" too.
+    body = "".join(
+        f'def scale_{i}(value):\n    """Scale a value."""\n    return value\n\n\n' for i in range(4)
+    ) + 'def digest(value):\n    """The digest of a value."""\n    return value\n'
+    repo = indexed(make_git_repo(tmp_path / "r", {"sums.py": body}))
+    q = Query(
+        task_text="digest value", identifiers=(), unresolved=(), error_strings=(),
+        test_names=(), file_paths=(), goal_hint="",
+    )
+    # "digest" is in one description, "value" in five: 1 + 5 is past 5.
+    bounded = recall(repo, q, Settings(search_postings_budget=5))
+    assert [c.qualname for c in bounded.candidates] == ["sums.digest"]
+    assert bounded.diagnostics == (
+        Diagnostic(
+            "omitted", "apidesc terms budget", detail="1 common terms not searched: 'value'"
+        ),
+    )
+    whole = recall(repo, q, Settings(search_postings_budget=6))
+    assert [c.qualname for c in whole.candidates] == [
+        "sums.digest", "sums.scale_0", "sums.scale_1", "sums.scale_2", "sums.scale_3",
+    ]
+    assert whole.diagnostics == ()

@@ -12,7 +12,7 @@ from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.query import build_query
 from ctx04_core.text import content_terms
-from ctx04_core.types import Recall
+from ctx04_core.types import Diagnostic, Recall
 
 Indexed = Callable[..., Repo]
 
@@ -88,3 +88,37 @@ def test_the_cap(tmp_path: Path, indexed: Indexed) -> None:
     repo = indexed(make_git_repo(tmp_path / "r", {"many.py": many}))
     assert len(recall(repo, "lookup_widget fails").candidates) == 20
     assert len(recall(repo, "lookup_widget fails", bm25_recall_limit=3).candidates) == 3
+
+
+# "value" is in the own code of all five functions, "digest" in one.
+SHARED = "".join(f"def handler_{i}(value):\n    return value + {i}\n\n\n" for i in range(4)) + (
+    "def checksum(value):\n    return digest(value)\n"
+)
+
+
+def test_the_most_common_terms_past_the_postings_budget_are_left_out(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    repo = indexed(make_git_repo(tmp_path / "r", {"sums.py": SHARED}))
+    assert repo.index.term_statistics(["digest", "value"]) == (6, {"digest": 1, "value": 5})
+    # 1 + 5 rows is past a budget of 5: the rarer term is searched alone.
+    bounded = recall(repo, "digest of a value", search_postings_budget=5)
+    assert [c.qualname for c in bounded.candidates] == ["sums.checksum"]
+    assert bounded.diagnostics == (
+        Diagnostic("omitted", "bm25 terms budget", detail="1 common terms not searched: 'value'"),
+    )
+    # Within the budget nothing is left out, and nothing is said.
+    whole = recall(repo, "digest of a value", search_postings_budget=6)
+    assert [c.qualname for c in whole.candidates] == [
+        "sums.checksum", "sums.handler_0", "sums.handler_1", "sums.handler_2", "sums.handler_3",
+    ]
+    assert whole.diagnostics == ()
+
+
+def test_the_rarest_term_is_searched_whatever_the_budget(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    repo = indexed(make_git_repo(tmp_path / "r", {"sums.py": SHARED}))
+    result = recall(repo, "a value", search_postings_budget=0)
+    assert len(result.candidates) == 5
+    assert result.diagnostics == ()

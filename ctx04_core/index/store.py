@@ -33,7 +33,7 @@ from ctx04_core.paths import nameable
 from ctx04_core.repository import split_lines
 from ctx04_core.settings import Settings
 from ctx04_core.text import dotted, tokenize
-from ctx04_core.types import Edge, Node, NodeValues, ParsedFile, Span
+from ctx04_core.types import Diagnostic, Edge, Node, NodeValues, ParsedFile, Span
 
 DB_NAME = "index.sqlite3"
 # The files whose nodes are in the index: parsed whole, or around errors.
@@ -46,6 +46,11 @@ BATCH_FILES = 256
 # first: one retrieval on django or sympy asks for 27 to 230 files' nodes, and a
 # long-lived process (``ctx04 mcp``) must not grow with every new file asked.
 FILE_NODES_CACHED = 256
+# Document counts (per search table and term) an open index keeps: the
+# bounded searches and the re-rank ask about the same few dozen words, and a
+# count costs a pass over the term's posting list. A long-lived process
+# (``ctx04 mcp``, refreshed only when a file changed) starts afresh past this.
+DOCUMENT_COUNTS_CACHED = 4096
 # A refresh that reads at least this many files parses them in forked worker
 # processes (one per CPU), this many files to a task, at most two windows of
 # files in flight; fewer are parsed in the process itself.
@@ -88,6 +93,35 @@ class RefreshStats:
     languages: tuple[tuple[str, int], ...]
     seconds: float
     recovered: str | None = None  # set when an unreadable index file was replaced
+
+
+@dataclass(frozen=True)
+class Matches:
+    """What a search of the index found, best first, and the query terms it left out."""
+
+    found: tuple[tuple[Node, float], ...]  # each with FTS5's BM25 negated: higher is better
+    # The most common terms, past ``Settings.search_postings_budget``, in query order.
+    left_out: tuple[str, ...] = ()
+
+    def omission(self, source: str) -> tuple[Diagnostic, ...]:
+        """The ``omitted`` diagnostic of the terms left out, for a recall named ``source``."""
+        if not self.left_out:
+            return ()
+        return (Diagnostic(
+            "omitted", f"{source} terms budget",
+            detail=f"{len(self.left_out)} common terms not searched: "
+            f"{', '.join(map(repr, self.left_out))}",
+        ),)
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """What a refresh reports of the whole index (see RefreshStats)."""
+
+    nodes: int
+    edges: int
+    failures: tuple[tuple[str, str, str], ...]
+    languages: tuple[tuple[str, int], ...]
 
 
 @dataclass(frozen=True)
@@ -175,7 +209,9 @@ class CodeIndex:
         # Stages ask for the same few files' nodes hundreds of times a retrieval.
         self._file_nodes: OrderedDict[str, tuple[Node, ...]] = OrderedDict()
         self._file_contains: OrderedDict[str, _Contains] = OrderedDict()
-        self._vocabulary: int | None = None  # node count, once the vocabulary view exists
+        self._nodes_counted: int | None = None
+        self._vocabularies: set[str] = set()  # the search tables whose fts5vocab view exists
+        self._document_counts: dict[tuple[str, str], int] = {}
 
     @staticmethod
     def location(root: Path, index_dir: Path | None = None) -> Path:
@@ -243,9 +279,10 @@ class CodeIndex:
         # A file name that is not UTF-8 cannot be stored, nor named to a model.
         paths = [rel for rel in listed if nameable(rel)]
         refused = {rel: why for rel, why in refused.items() if nameable(rel)}
-        self._names = self._paths = None
+        self._names = self._paths = self._nodes_counted = None
         self._file_nodes.clear()
         self._file_contains.clear()
+        self._document_counts.clear()
         with _exclusive(self.path, self.root):
             try:
                 counts = self._refresh(pm, paths, refused, settings, progress)
@@ -255,19 +292,16 @@ class CodeIndex:
                 self._conn.close()
                 self._conn, self.recovered = _recover(self.path, err)
                 counts = self._refresh(pm, paths, refused, settings, progress)
-        nodes, edges = self._conn.execute(
-            "SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM edges)"
-        ).fetchone()
-        parsed, unchanged, removed = counts
+        parsed, unchanged, removed, summary = counts
         return RefreshStats(
             files=len(paths),
             parsed=parsed,
             unchanged=unchanged,
             removed=removed,
-            nodes=nodes,
-            edges=edges,
-            failures=tuple(self.failures()),
-            languages=tuple(self.languages()),
+            nodes=summary.nodes,
+            edges=summary.edges,
+            failures=summary.failures,
+            languages=summary.languages,
             seconds=time.perf_counter() - started,
             recovered=self.recovered,
         )
@@ -279,7 +313,7 @@ class CodeIndex:
         refused: dict[str, str],
         settings: Settings,
         progress: Callable[[int, int], None] | None,
-    ) -> tuple[int, int, int]:
+    ) -> tuple[int, int, int, _Summary]:
         conn = self._conn
         # Plain dicts built by SQLite's rows: an object per file cost more
         # than the stat walk itself on 50,000 files.
@@ -343,15 +377,45 @@ class CodeIndex:
             gone = [file_id for p, file_id in ids.items() if p not in listed]
             writer.delete_files(gone)
             writer.flush()
-            conn.execute(
-                "INSERT OR REPLACE INTO meta(key, value) VALUES ('parsers', ?)", (fingerprint,)
-            )
+            if row is None or row[0] != fingerprint:
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta(key, value) VALUES ('parsers', ?)",
+                    (fingerprint,),
+                )
+            summary = self._summary(written=bool(parsed or gone or refused))
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-        return parsed, unchanged, len(gone)
+        return parsed, unchanged, len(gone), summary
+
+    def _summary(self, written: bool) -> _Summary:
+        """The counts and lists a refresh reports, counted again only after a write.
+
+        Counting 2 million edges and grouping 50,000 files took a third of a
+        nothing-changed refresh; the index keeps the last counts beside the
+        rows they count, written in the same transaction. ctx04 before this
+        rewrote the 'parsers' row of meta on every refresh and never the
+        counts, and a rewritten row takes a rowid above every other: counts
+        older than the 'parsers' row may be stale and are counted again.
+        """
+        kept = {key: (rowid, value) for key, rowid, value in self._conn.execute(
+            "SELECT key, rowid, value FROM meta WHERE key IN ('parsers', 'summary')"
+        )}
+        if not written and "summary" in kept and kept["summary"][0] > kept["parsers"][0]:
+            nodes, edges, failures, languages = json.loads(kept["summary"][1])
+            return _Summary(nodes, edges, tuple(map(tuple, failures)),
+                            tuple(map(tuple, languages)))
+        nodes, edges = self._conn.execute(
+            "SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM edges)"
+        ).fetchone()
+        summary = _Summary(nodes, edges, tuple(self.failures()), tuple(self.languages()))
+        self._conn.execute(
+            "INSERT OR REPLACE INTO meta(key, value) VALUES ('summary', ?)",
+            (json.dumps([nodes, edges, summary.failures, summary.languages]),),
+        )
+        return summary
 
     def _changed(
         self,
@@ -482,54 +546,84 @@ class CodeIndex:
         )
         return [Edge(*row) for row in rows]
 
-    def search_descriptions(self, text: str, limit: int) -> list[tuple[Node, float]]:
-        """Definitions whose signature and docstring best match ``text``, best first.
+    def search_descriptions(self, text: str, limit: int, postings: int) -> Matches:
+        """Definitions whose signature and docstring best match ``text``, best first,
+        searched for its rarest terms within ``postings`` (see :meth:`_searched_terms`)."""
+        return self._search("api_fts", tokenize(text), limit, postings)
 
-        The score is FTS5's BM25 negated, so higher is better.
-        """
-        return self._search("api_fts", list(dict.fromkeys(tokenize(text))), limit)
-
-    def search_code(self, terms: list[str], limit: int) -> list[tuple[Node, float]]:
+    def search_code(self, terms: list[str], limit: int, postings: int) -> Matches:
         """Definitions whose own code (span less nested definitions) best matches
-        ``terms`` (already tokenized), best first, by FTS5's BM25 negated."""
-        return self._search("code_fts", terms, limit)
+        ``terms`` (already tokenized), best first, searched like :meth:`search_descriptions`."""
+        return self._search("code_fts", terms, limit, postings)
 
     def term_statistics(self, terms: list[str]) -> tuple[int, dict[str, int]]:
-        """How many definitions there are, and in how many one's own code each term occurs.
+        """How many definitions there are, and in how many one's own code each term occurs
+        (terms in none are left out).
 
         Read from the code search's own posting lists, so the numbers are those
         of the whole repository, not of whatever a query happened to recall.
         """
-        if self._vocabulary is None:
+        if self._nodes_counted is None:
+            (self._nodes_counted,) = self._conn.execute("SELECT count(*) FROM nodes").fetchone()
+        counts = self._counts("code_fts", terms)
+        return self._nodes_counted, {term: n for term, n in counts.items() if n}
+
+    def _counts(self, table: str, terms: list[str]) -> dict[str, int]:
+        """In how many rows of search ``table`` each of ``terms`` occurs (0 for none)."""
+        if table not in self._vocabularies:
             self._conn.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.code_vocab "
-                "USING fts5vocab(main, code_fts, 'row')"
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_vocab "
+                f"USING fts5vocab(main, {table}, 'row')"
             )
-            (total,) = self._conn.execute("SELECT count(*) FROM nodes").fetchone()
-            self._vocabulary = total
-        wanted = list(dict.fromkeys(terms))
-        counts: dict[str, int] = {}
+            self._vocabularies.add(table)
+        cached = self._document_counts
+        wanted = [t for t in dict.fromkeys(terms) if (table, t) not in cached]
+        if len(cached) + len(wanted) > DOCUMENT_COUNTS_CACHED:
+            cached.clear()
+            wanted = list(dict.fromkeys(terms))
         for start in range(0, len(wanted), 500):
             chunk = wanted[start : start + 500]
             marks = ", ".join("?" * len(chunk))
             rows = self._conn.execute(
-                f"SELECT term, doc FROM temp.code_vocab WHERE term IN ({marks})", chunk
+                f"SELECT term, doc FROM temp.{table}_vocab WHERE term IN ({marks})", chunk
             )
-            counts.update((term, doc) for term, doc in rows)
-        return self._vocabulary, counts
+            cached.update(((table, t), 0) for t in chunk)
+            cached.update(((table, term), doc) for term, doc in rows)
+        return {t: cached[table, t] for t in terms}
 
-    def _search(self, table: str, terms: list[str], limit: int) -> list[tuple[Node, float]]:
-        terms = terms[:MAX_QUERY_TOKENS]
+    def _searched_terms(
+        self, table: str, terms: list[str], postings: int
+    ) -> tuple[list[str], tuple[str, ...]]:
+        """The terms to search and those left out, each in query order.
+
+        FTS5 scores every row that holds any searched term, so the work is the
+        sum of the terms' document counts. The rarest terms are kept while that
+        sum stays within ``postings`` (the rarest one always); the rest are the
+        most common, whose BM25 weight is the least.
+        """
+        counts = self._counts(table, terms)
+        kept: set[str] = set()
+        total = 0
+        for term in sorted(terms, key=counts.__getitem__):
+            if kept and total + counts[term] > postings:
+                break
+            kept.add(term)
+            total += counts[term]
+        return [t for t in terms if t in kept], tuple(t for t in terms if t not in kept)
+
+    def _search(self, table: str, terms: list[str], limit: int, postings: int) -> Matches:
+        terms = list(dict.fromkeys(terms))[:MAX_QUERY_TOKENS]
         if not terms or limit <= 0:
-            return []
-        match = " OR ".join(f'"{term}"' for term in terms)
+            return Matches(())
+        searched, left_out = self._searched_terms(table, terms, postings)
+        match = " OR ".join(f'"{term}"' for term in searched)
         rows = self._conn.execute(
             f"SELECT {_NODE_COLUMNS}, bm25({table}) AS score FROM {table} "
             f"JOIN nodes n ON n.id = {table}.rowid JOIN files f ON f.id = n.file_id "
             f"WHERE {table} MATCH ? ORDER BY score, {table}.rowid LIMIT ?",
             (match, limit),
         )
-        return [(_node(row[:-1]), -row[-1]) for row in rows]
+        return Matches(tuple((_node(row[:-1]), -row[-1]) for row in rows), left_out)
 
     def derived(self, key: str) -> str | None:
         """A value a plugin stored with :meth:`store_derived`, or None."""
@@ -880,9 +974,15 @@ def _read_forked(job: tuple[str, str]) -> _Outcome:
 
 def _fingerprint(pm: pluggy.PluginManager) -> str:
     """The parsers a row depends on, by module or class, and version."""
-    versions = {id(plugin): dist.version for plugin, dist in pm.list_plugin_distinfo()}
+    impls = pm.hook.parse_file.get_hookimpls()
+    # A version is read from its distribution's metadata file: only the parsers'.
+    parsing = {id(impl.plugin) for impl in impls}
+    versions = {
+        id(plugin): dist.version
+        for plugin, dist in pm.list_plugin_distinfo() if id(plugin) in parsing
+    }
     parsers = []
-    for impl in pm.hook.parse_file.get_hookimpls():
+    for impl in impls:
         plugin = impl.plugin
         name = getattr(plugin, "__name__", None) or (
             f"{type(plugin).__module__}.{type(plugin).__qualname__}"
