@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from ctx04_core.bm25 import idf, score
+from ctx04_core.bm25 import idf
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
@@ -248,13 +248,16 @@ def best_commits(query: Query, log: Log, settings: Settings) -> list[tuple[float
     avgdl = sum(lengths) / n
     postings = {t: log.postings.get(t, []) for t in terms}
     idfs = {t: idf(n, len(entries)) for t, entries in postings.items()}
-    counts: dict[int, dict[str, int]] = {}
-    for term, entries in postings.items():
-        for i, count in entries:
-            counts.setdefault(i, {})[term] = count
     k1, b = settings.bm25_k1, settings.bm25_b
-    scored = [(score(weights, idfs, tf, lengths[i], avgdl, k1, b), i) for i, tf in counts.items()]
-    best = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))
+    norms = [k1 * (1 - b + b * (length / avgdl if avgdl else 0.0)) for length in lengths]
+    # bm25.score term by term over the postings: the same sums in the same
+    # order, without a dict of counts per commit (thousands share a word).
+    totals: dict[int, float] = {}
+    for term, weight in weights.items():
+        term_weight = weight * idfs[term]
+        for i, count in postings[term]:
+            totals[i] = totals.get(i, 0.0) + term_weight * count * (k1 + 1) / (count + norms[i])
+    best = sorted(((v, i) for i, v in totals.items() if v > 0), key=lambda s: (-s[0], s[1]))
     return best[: settings.history_top_commits]
 
 
