@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ctx04_core.subprocesses import run_bounded
+from ctx04_core.text import split_lines
 from ctx04_core.types import Diagnostic
 
 if TYPE_CHECKING:
@@ -69,14 +70,6 @@ def git_base(root: Path) -> tuple[str | None, Diagnostic | None]:
     if done.returncode == 0 and len(commit) == 40:
         return commit, None
     return None, None  # not a git repository, or no commit yet
-
-
-def split_lines(text: str) -> tuple[str, ...]:
-    """Lines as ripgrep and Python number them: split on ``\\n`` only."""
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-    return tuple(line.removesuffix("\r") for line in lines)
 
 
 class Repo:

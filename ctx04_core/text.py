@@ -72,3 +72,11 @@ def simple_name(qualified: str) -> str:
 def dotted(qualified: str) -> str:
     """The qualified name as the code index writes it: ``a::b::C`` is ``a.b.C``."""
     return QUALIFIER.sub(".", qualified.lstrip("$"))
+
+
+def split_lines(text: str) -> tuple[str, ...]:
+    """Lines as ripgrep and Python number them: split on ``\\n`` only."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return tuple(line.removesuffix("\r") for line in lines)

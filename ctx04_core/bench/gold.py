@@ -29,7 +29,7 @@ from typing import Any
 
 import pluggy
 
-from ctx04_core.repository import split_lines
+from ctx04_core.text import split_lines
 from ctx04_core.types import FUNCTION_KINDS, TYPE_KINDS, Node, ParsedFile
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")

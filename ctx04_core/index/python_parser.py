@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from ctx04_core.hookspecs import hookimpl
-from ctx04_core.repository import split_lines
+from ctx04_core.text import split_lines
 from ctx04_core.types import Edge, Node, ParsedFile, Span
 
 LANGUAGE = "python"

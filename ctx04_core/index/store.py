@@ -30,9 +30,8 @@ import pluggy
 from ctx04_core import ripgrep
 from ctx04_core.index import schema
 from ctx04_core.paths import nameable
-from ctx04_core.repository import split_lines
 from ctx04_core.settings import Settings
-from ctx04_core.text import dotted, tokenize
+from ctx04_core.text import dotted, split_lines, tokenize
 from ctx04_core.types import Diagnostic, Edge, Node, NodeValues, ParsedFile, Span
 
 DB_NAME = "index.sqlite3"

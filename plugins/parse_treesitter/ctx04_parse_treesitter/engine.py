@@ -63,7 +63,7 @@ from importlib.resources import files
 import tree_sitter as ts
 
 from ctx04_core.hookspecs import hookimpl
-from ctx04_core.repository import split_lines
+from ctx04_core.text import split_lines
 from ctx04_core.types import FUNCTION_KINDS, TYPE_KINDS, Edge, Node, ParsedFile, Span
 
 MAX_DOCSTRING_CHARS = 200
