@@ -207,6 +207,8 @@ def test_files_that_change_with_the_named_ones_are_partners(tmp_path: Path) -> N
     (" pub fn week<'a>(text: &'a str) -> u32 {", "week"),
     (" def week", "week"),
     (" class Calendar extends Base {", "Calendar"),
+    (" export const weekOf = (text: string): number => parse(text) {", "weekOf"),
+    (" const isWeek: (key: string) => boolean = makeMap(", "isWeek"),
     (" if (week) {", None),
     ("", None),
 ])

@@ -86,9 +86,12 @@ GIT_TIMEOUT_S = 10.0
 # git's builtin function-name rules by file extension (``diff=python`` ...):
 # without them a hunk in a method is named by its class line.
 FUNCNAMES = Path(__file__).with_name("funcnames.gitattributes")
-# The definition a hunk header names: the first call-shaped name that is no
-# keyword (``def parse(``, ``func (r *T) Parse(``, ``void Foo::parse(``), else
-# the name after a definition keyword (``class Parser``, ``def parse``).
+# The definition a hunk header names: a variable a declaration opens with
+# (JavaScript's ``export const parse = (text) => {``, whose value may call
+# other names), else the first call-shaped name that is no keyword (``def
+# parse(``, ``func (r *T) Parse(``, ``void Foo::parse(``), else the name after
+# a definition keyword (``class Parser``, ``def parse``).
+VARIABLE = re.compile(r"^\s*(?:export\s+)?(?:const|let|var)\s+([A-Za-z_$][\w$]*)")
 CALL_SHAPED = re.compile(r"([A-Za-z_$][\w$]*)\s*(?:<[^<>()]*>)?\s*\(")
 DECLARED = re.compile(
     r"\b(?:class|struct|interface|enum|trait|module|def|fn|func|function)\s+([A-Za-z_$][\w$]*)"
@@ -281,6 +284,9 @@ def _share_of_best(totals: dict[Key, float]) -> dict[Key, float]:
 
 def hunk_name(header: str) -> str | None:
     """The name of the definition a hunk header's function line declares."""
+    variable = VARIABLE.match(header)
+    if variable:
+        return variable.group(1)
     for name in CALL_SHAPED.findall(header):
         if name not in NOT_NAMES:
             return str(name)
