@@ -334,3 +334,27 @@ def test_nothing_to_search_contributes_nothing(tmp_path: Path, indexed: Indexed)
         ripgrep.recall(query=query(identifiers=("token",)), repo=no_parser, settings=Settings())
         is None
     )
+
+
+def test_terms_still_short_after_much_output_are_searched_again_alone(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    # 6 MB of lines holding the common term before the one line holding the
+    # rare one: the first run stops past SEPARATE_AFTER_BYTES and the rare
+    # term is searched on its own; the hits are those of one run per term.
+    line = "common = 1  # " + "x" * 100 + "\n"
+    bulk = line * (6 * 1024 * 1024 // len(line) // 20 + 1)
+    files = {f"a/m{i:02}.py": bulk for i in range(20)}
+    root = make_git_repo(tmp_path / "r", {**files, "z/rare.py": "rare_name = common\n"})
+    repo = indexed(root)
+    assert sum(len(v) for v in files.values()) > ripgrep.SEPARATE_AFTER_BYTES
+    settings = Settings(hits_per_term=3)
+    result = recall(repo, query(identifiers=("common", "rare_name")), settings)
+    assert hits(result) == [
+        ("a/m00.py", 1, "common"), ("a/m00.py", 2, "common"), ("a/m00.py", 3, "common"),
+        ("z/rare.py", 1, "rare_name"),
+    ]
+    assert hits(result) == per_term_reference(root, ["common", "rare_name"], repo.globs, settings)
+    assert result.diagnostics == (Diagnostic(
+        "unavailable", "truncated", detail="'common': more than 3 hits, kept the first 3",
+    ),)

@@ -22,6 +22,14 @@ per term. Deliberate deviations from the spec's invocation:
 Each hit becomes a one-line candidate (``kind="line"``); merge widens it to
 its enclosing definition.
 
+rg prints every line holding any term until every term is full, so one
+term short of its hits (the task's sentence, an error string, a name used
+once) makes it print every line of the common ones to the end of the tree.
+Once the output passes ``SEPARATE_AFTER_BYTES`` with some terms full and
+some short, rg is stopped and the short ones are searched again on their
+own, from the start: one run per set of terms finds the same hits as one
+run for all, and the second prints only their lines.
+
 Caps: at most ``settings.hits_per_term`` (40) hits per term, the first ones
 in path order; a term with more carries ``Diagnostic(kind="unavailable",
 reason="truncated")``: a cut result is never presented as complete. Once
@@ -37,6 +45,8 @@ from __future__ import annotations
 
 import bisect
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +54,7 @@ from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.ripgrep import RipgrepMissing, exclusion_args, glob_args, rg_binary
 from ctx04_core.settings import Settings
-from ctx04_core.subprocesses import run_bounded
+from ctx04_core.subprocesses import ChildResult, run_bounded
 from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Span
 
 SOURCE = "ripgrep"
@@ -53,6 +63,9 @@ SOURCE = "ripgrep"
 _MAX_OUTPUT_BYTES = 64 * 1024 * 1024
 # rg's exit status when it searched without error but matched nothing.
 _NO_MATCH = 1
+# 50,000 generated files: about 47 MB a retrieval in one run; two runs took
+# 1.0-1.5 s against 1.7-1.8 s (docs/benchmarks.md, "Scale").
+SEPARATE_AFTER_BYTES = 4 * 1024 * 1024
 
 
 def search_terms(query: Query) -> list[str]:
@@ -121,6 +134,10 @@ class TermHits:
     def full(self) -> bool:
         return all(len(found) >= self.limit for found in self.hits.values())
 
+    def short(self) -> list[str]:
+        """The terms that do not hold ``limit`` hits yet, in order."""
+        return [term for term, found in self.hits.items() if len(found) < self.limit]
+
     def feed(self, chunk: bytes) -> bool:
         """Take the next output bytes; True once every term holds ``limit`` hits."""
         self._pending += chunk
@@ -160,16 +177,33 @@ class TermHits:
 def search(root: Path, terms: list[str], globs: tuple[str, ...], settings: Settings) -> tuple[
     dict[str, list[tuple[str, int]]], list[Diagnostic]
 ]:
-    """One ripgrep run for all terms: each term's hits in path order, and what went wrong."""
+    """Each term's hits in path order, and what went wrong: one ripgrep run for
+    all terms, and a second for those still short when the first printed
+    ``SEPARATE_AFTER_BYTES`` with some terms full."""
     cap = settings.hits_per_term
+    deadline = time.monotonic() + settings.search_timeout_s
     # One hit more than the cap proves a term's result is cut.
     attributed = TermHits(terms, cap + 1)
-    done = run_bounded(
-        rg_command(terms, globs, settings), cwd=root, timeout_s=settings.search_timeout_s,
-        max_stdout_bytes=_MAX_OUTPUT_BYTES, consume=attributed.feed,
-    )
+    printed = 0
+
+    def first(chunk: bytes) -> bool:
+        nonlocal printed
+        printed += len(chunk)
+        if attributed.feed(chunk):
+            return True
+        return printed > SEPARATE_AFTER_BYTES and len(attributed.short()) < len(terms)
+
+    done = _run(terms, globs, settings, root, deadline, first)
+    outcome = dict.fromkeys(terms, done)
+    short = attributed.short()
+    if done.stopped == "enough" and short:
+        again = TermHits(short, cap + 1)
+        done = _run(short, globs, settings, root, deadline, again.feed)
+        attributed.hits.update(again.hits)
+        outcome.update(dict.fromkeys(short, done))
     diagnostics: list[Diagnostic] = []
     for term, found in attributed.hits.items():
+        done = outcome[term]
         if len(found) > cap:
             del found[cap:]
             diagnostics.append(Diagnostic(
@@ -190,6 +224,17 @@ def search(root: Path, terms: list[str], globs: tuple[str, ...], settings: Setti
                 "unavailable", "search_failed", detail=f"{term!r}: {done.first_error_line()}",
             ))
     return attributed.hits, diagnostics
+
+
+def _run(
+    terms: list[str], globs: tuple[str, ...], settings: Settings, root: Path, deadline: float,
+    consume: Callable[[bytes], bool],
+) -> ChildResult:
+    return run_bounded(
+        rg_command(terms, globs, settings), cwd=root,
+        timeout_s=max(0.0, deadline - time.monotonic()), max_stdout_bytes=_MAX_OUTPUT_BYTES,
+        consume=consume,
+    )
 
 
 @hookimpl
