@@ -71,3 +71,31 @@ def bm25_scores(
         score(weights, idfs, tf, len(doc), avgdl, k1, b)
         for doc, tf in zip(docs, counts, strict=True)
     ]
+
+
+def postings_scores(
+    weights: Mapping[str, float],
+    idfs: Mapping[str, float],
+    postings: Mapping[str, Sequence[tuple[int, int]]],
+    lengths: Sequence[int],
+    k1: float,
+    b: float,
+) -> dict[int, float]:
+    """:func:`score` of every document holding a query term, keyed by its number.
+
+    ``postings`` gives each term's (document, count) pairs and ``lengths``
+    each document's length. The same sums in the same order as ``score``
+    (term by term, in ``weights`` order), so the floats are equal; but only
+    the documents that hold a term are touched, and no count table is built
+    per document: over thousands of commit messages sharing a word that was
+    most of the cost.
+    """
+    avgdl = sum(lengths) / len(lengths) if lengths else 0.0
+    norms = [k1 * (1 - b + b * (length / avgdl if avgdl else 0.0)) for length in lengths]
+    totals: dict[int, float] = {}
+    for term, weight in weights.items():
+        term_weight = weight * idfs[term]
+        for doc, count in postings.get(term, ()):
+            gain = term_weight * count * (k1 + 1) / (count + norms[doc])
+            totals[doc] = totals.get(doc, 0.0) + gain
+    return totals

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ctx04_core.bm25 import bm25_scores, idf, term_weights
+from ctx04_core.bm25 import bm25_scores, idf, postings_scores, score, term_weights
 
 K1, B = 1.5, 0.75
 
@@ -55,3 +55,22 @@ def test_rare_term_outranks_frequent_term() -> None:
     docs = [["rare", "x"], ["common", "x"], ["common", "y"], ["common", "z"]]
     scores = bm25_scores(weights, docs, K1, B)
     assert scores[0] > scores[1] == scores[2] == scores[3] > 0
+
+
+def test_scores_over_postings_equal_score_float_for_float() -> None:
+    docs = [["parse", "date", "parse"], ["week"], ["date", "week", "iso", "number", "x"], []]
+    weights = {"week": 1.0, "parse": 3.0, "date": 1.5, "absent": 2.0}
+    idfs = {t: idf(len(docs), sum(t in d for d in docs)) for t in weights}
+    postings: dict[str, list[tuple[int, int]]] = {}
+    for i, doc in enumerate(docs):
+        for term in dict.fromkeys(doc):
+            postings.setdefault(term, []).append((i, doc.count(term)))
+    lengths = [len(d) for d in docs]
+    avgdl = sum(lengths) / len(lengths)
+    found = postings_scores(weights, idfs, postings, lengths, 1.5, 0.75)
+    # Only the documents holding a query term; each exactly score's float.
+    assert found == {
+        i: score(weights, idfs, {t: d.count(t) for t in d}, len(d), avgdl, 1.5, 0.75)
+        for i, d in enumerate(docs) if set(d) & weights.keys()
+    }
+    assert sorted(found) == [0, 1, 2]

@@ -63,7 +63,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from ctx04_core.bm25 import idf
+from ctx04_core.bm25 import idf, postings_scores
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
@@ -247,19 +247,11 @@ def best_commits(query: Query, log: Log, settings: Settings) -> list[tuple[float
         return []
     goal = set(tokenize(query.goal_hint))
     weights = {t: settings.goal_weight if t in goal else 1.0 for t in terms}
-    n, lengths = len(log.commits), log.lengths
-    avgdl = sum(lengths) / n
-    postings = {t: log.postings.get(t, []) for t in terms}
-    idfs = {t: idf(n, len(entries)) for t, entries in postings.items()}
-    k1, b = settings.bm25_k1, settings.bm25_b
-    norms = [k1 * (1 - b + b * (length / avgdl if avgdl else 0.0)) for length in lengths]
-    # bm25.score term by term over the postings: the same sums in the same
-    # order, without a dict of counts per commit (thousands share a word).
-    totals: dict[int, float] = {}
-    for term, weight in weights.items():
-        term_weight = weight * idfs[term]
-        for i, count in postings[term]:
-            totals[i] = totals.get(i, 0.0) + term_weight * count * (k1 + 1) / (count + norms[i])
+    n = len(log.commits)
+    idfs = {t: idf(n, len(log.postings.get(t, ()))) for t in weights}
+    totals = postings_scores(
+        weights, idfs, log.postings, log.lengths, settings.bm25_k1, settings.bm25_b
+    )
     best = sorted(((v, i) for i, v in totals.items() if v > 0), key=lambda s: (-s[0], s[1]))
     return best[: settings.history_top_commits]
 
