@@ -256,10 +256,11 @@ def best_commits(query: Query, log: Log, settings: Settings) -> list[tuple[float
     return best[: settings.history_top_commits]
 
 
-def file_scores(query: Query, log: Log, settings: Settings) -> dict[str, float]:
-    """Each file's share of the evidence of the commits most like the task, in [0, 1]."""
+def file_scores(log: Log, best: list[tuple[float, int]]) -> dict[str, float]:
+    """Each file's share of the evidence of the ``best`` commits (see
+    :func:`best_commits`), in [0, 1]."""
     totals: dict[str, float] = {}
-    for value, i in best_commits(query, log, settings):
+    for value, i in best:
         files = log.commits[i].files
         for path in files:
             totals[path] = totals.get(path, 0.0) + value / math.sqrt(len(files))
@@ -338,15 +339,16 @@ def _parse_show(done: ChildResult) -> dict[str, tuple[tuple[str, str], ...]]:
     return parsed
 
 
-def definition_scores(query: Query, repo: Repo, settings: Settings) -> dict[tuple[str, str], float]:
-    """Each changed definition's share of the evidence of the commits most like
-    the task, keyed (path, simple name), in [0, 1]."""
-    log = log_of(repo, settings)
-    best = [(value, log.commits[i]) for value, i in best_commits(query, log, settings)
-            if len(log.commits[i].files) <= SWEEPING_FILES]
-    changed = changed_definitions(repo, settings, [commit.sha for _, commit in best])
+def definition_scores(
+    repo: Repo, settings: Settings, log: Log, best: list[tuple[float, int]]
+) -> dict[tuple[str, str], float]:
+    """Each definition the ``best`` commits changed, by its share of their
+    evidence, keyed (path, simple name), in [0, 1]."""
+    voting = [(value, log.commits[i]) for value, i in best
+              if len(log.commits[i].files) <= SWEEPING_FILES]
+    changed = changed_definitions(repo, settings, [commit.sha for _, commit in voting])
     totals: dict[tuple[str, str], float] = {}
-    for value, commit in best:
+    for value, commit in voting:
         definitions = changed.get(commit.sha, ())
         for key in definitions:
             totals[key] = totals.get(key, 0.0) + value / math.sqrt(len(definitions))
@@ -355,10 +357,11 @@ def definition_scores(query: Query, repo: Repo, settings: Settings) -> dict[tupl
 
 @hookimpl
 def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
-    trouble = log_of(repo, settings).trouble
+    log = log_of(repo, settings)
+    trouble = log.trouble
     proposed: tuple[Candidate, ...] = ()
     if settings.signal_weight(DEFINITION, settings.history_definition_weight):
-        scores = definition_scores(query, repo, settings)
+        scores = definition_scores(repo, settings, log, best_commits(query, log, settings))
         best = sorted(scores, key=lambda key: (-scores[key], key))
         proposed = tuple(
             Candidate(node.span, node.kind, node.qualname, (SOURCE,), terms=(name,))
@@ -402,7 +405,8 @@ def signals(
     query: Query, candidates: tuple[Candidate, ...], repo: Repo, settings: Settings
 ) -> list[Signal]:
     log = log_of(repo, settings)
-    scores = file_scores(query, log, settings)
+    best = best_commits(query, log, settings)
+    scores = file_scores(log, best)
     values = tuple(scores.get(c.span.path, 0.0) for c in candidates)
     found = [Signal(SOURCE, values, settings.history_weight, "scale")]
     if settings.signal_weight(COCHANGE, settings.cochange_weight):
@@ -410,7 +414,7 @@ def signals(
         found.append(Signal(COCHANGE, tuple(partners.get(c.span.path, 0.0) for c in candidates),
                             settings.cochange_weight, "scale"))
     if settings.signal_weight(DEFINITION, settings.history_definition_weight):
-        changed = definition_scores(query, repo, settings)
+        changed = definition_scores(repo, settings, log, best)
         found.append(Signal(DEFINITION, tuple(
             0.0 if c.kind == "module" or c.qualname is None
             else changed.get((c.span.path, simple_name(c.qualname)), 0.0)
