@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         Diagnostic,
         Evidence,
         Excerpt,
+        Node,
         NodeValues,
         Observation,
         ParsedFile,
@@ -164,6 +165,22 @@ def dependent_lines(excerpt: Excerpt, repo: Repo, settings: Settings) -> list[in
     candidate's span; a plugin adds lines, never removes one. Return whole
     statements (the core does not widen what it is given), and None to add
     nothing.
+    """
+
+
+@hookspec
+def called_definitions(excerpt: Excerpt, repo: Repo, settings: Settings) -> list[Node] | None:
+    """The definitions that the excerpt's shown lines call (spec §3.5 rule 3:
+    a retained call site pulls its one-line signature, not its body).
+
+    Called once per excerpt, in rank order, after :func:`dependent_lines`, on
+    every enabled plugin; collected. The core shows each definition's
+    signature (its decorator and header lines, a long header by its first
+    line) as an entry of its own after the ranked candidates' entries, ranked
+    after them with score 0 and source ``called``: each definition once, in
+    the order found, at most ``settings.call_signatures_limit``, none that is
+    a ranked candidate. The token cap drops these entries before any ranked
+    one. Return None to add nothing.
     """
 
 

@@ -21,6 +21,7 @@ from ctx04_core.selection import observe, picked_order, shown_ranks
 from ctx04_core.settings import Settings
 from ctx04_core.stages.fuse import fuse
 from ctx04_core.stages.merge import merge
+from ctx04_core.stages.prune import statement_lines
 from ctx04_core.stages.query import build_query, extensions_of
 from ctx04_core.types import (
     Candidate,
@@ -28,10 +29,14 @@ from ctx04_core.types import (
     Decision,
     Diagnostic,
     Excerpt,
+    Node,
     Query,
     RankedCandidate,
     Recall,
 )
+
+# The source of a signature entry: a definition that a shown line calls.
+CALLED = "called"
 
 
 class TaskError(ValueError):
@@ -276,6 +281,7 @@ def run_stages(
         excerpts = [whole_excerpt(r, repo) for r in ranked]
         excerpts = [e for e in excerpts if e.lines]
     excerpts = [_with_dependences(hook, e, repo, settings) for e in excerpts]
+    excerpts.extend(_call_signatures(hook, excerpts, ranked, repo, settings))
     covered = tuple(diagnostics) + repo.diagnostics
     context = _assembled(hook, query, tuple(excerpts), covered, repo, settings)
     decision: Decision | None = hook.select(
@@ -357,6 +363,39 @@ def _with_dependences(hook: Any, excerpt: Excerpt, repo: Repo, settings: Setting
         return excerpt
     text.update((n, source.lines[n - 1]) for n in added if n <= len(source.lines))
     return Excerpt(excerpt.ranked, tuple(sorted(text.items())))
+
+
+def _call_signatures(
+    hook: Any,
+    excerpts: list[Excerpt],
+    ranked: list[RankedCandidate],
+    repo: Repo,
+    settings: Settings,
+) -> list[Excerpt]:
+    """The signature of each definition the excerpts' shown lines call, as
+    excerpts ranked after the last candidate (the ``called_definitions`` hook)."""
+    if settings.call_signatures_limit == 0:
+        return []
+    candidates = {(r.candidate.span, r.candidate.qualname) for r in ranked}
+    called: dict[Node, None] = {}
+    for excerpt in excerpts:
+        found = hook.called_definitions(excerpt=excerpt, repo=repo, settings=settings)
+        for node in (n for nodes in found for n in nodes or ()):
+            if (node.span, node.qualname) not in candidates:
+                called.setdefault(node)
+    signatures: list[Excerpt] = []
+    for node in list(called)[: settings.call_signatures_limit]:
+        source = repo.source(node.span.path)
+        if source is None:
+            continue
+        header = statement_lines(node.span.start_line, node.header_end,
+                                 settings.max_statement_lines)
+        lines = tuple((n, source.lines[n - 1]) for n in header if n <= len(source.lines))
+        if lines:
+            candidate = Candidate(node.span, node.kind, node.qualname, (CALLED,))
+            rank = len(ranked) + len(signatures) + 1
+            signatures.append(Excerpt(RankedCandidate(candidate, rank, 0.0), lines))
+    return signatures
 
 
 def whole_excerpt(ranked: RankedCandidate, repo: Repo) -> Excerpt:

@@ -153,6 +153,9 @@ class Settings:
     prune_floor: float = 1e-3
     prune_relative_floor: float = 0.2
     max_statement_lines: int = 8
+    # The signatures of definitions a shown line calls (the called_definitions
+    # hook, spec §3.5 rule 3), shown after the ranked entries: at most this many.
+    call_signatures_limit: int = 8
     # §3.6 token cap
     budget_tokens: int = 4000
     # §3.7 vetting: an artifact sharing more than this share of its tokens

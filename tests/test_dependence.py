@@ -9,7 +9,9 @@ import ctx04_dependence as dependence
 import pytest
 from conftest import make_git_repo
 
+from ctx04_core.bench.systems import run_ctx04
 from ctx04_core.pipeline import retrieve
+from ctx04_core.plugins import plugin_manager
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.query import build_query
@@ -159,3 +161,89 @@ def test_the_signal_is_the_share_of_a_function_flowing_from_what_the_task_names(
         candidates=candidates, repo=repo, settings=named,
     ) or []
     assert overridden.values == (0.0, 0.0, 0.0, 1 / 3)
+
+
+SHOP = {
+    "shop.py": (
+        "from pricing import discount\n"              # 1
+        "\n"
+        "\n"
+        "def total(cart):\n"                          # 4
+        "    base = items_sum(cart)\n"                # 5
+        "    return discount(base) + fee()\n"         # 6
+        "\n"
+        "\n"
+        "def items_sum(cart):\n"                      # 9
+        "    return sum(cart)\n"
+    ),
+    "pricing.py": (
+        "def discount(\n"                             # 1
+        "    amount,\n"
+        "    rate=0.1,\n"
+        "):\n"                                        # 4
+        "    return amount * (1 - rate)\n"
+    ),
+    "fees/a.py": "def fee():\n    return 1\n",
+    "fees/b.py": "def fee():\n    return 2\n",
+}
+
+
+def called(repo: Repo, lines: list[int]) -> list[str] | None:
+    node = next(n for n in repo.index.file_nodes("shop.py") if n.qualname == "shop.total")
+    source = repo.source("shop.py")
+    assert source is not None
+    excerpt = Excerpt(
+        RankedCandidate(Candidate(node.span, node.kind, node.qualname, ("test",)), 1, 1.0),
+        tuple((n, source.lines[n - 1]) for n in lines),
+    )
+    found = dependence.called_definitions(excerpt=excerpt, repo=repo, settings=Settings())
+    return None if found is None else [n.qualname for n in found]
+
+
+def test_a_shown_call_names_its_definition_in_the_file_or_the_only_one(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    repo = indexed(make_git_repo(tmp_path / "repo", SHOP))
+    # Line 6 calls discount (defined once, in pricing.py) and fee (defined
+    # twice: which one runs cannot be told); line 5's items_sum is not shown.
+    assert called(repo, [4, 6]) == ["pricing.discount"]
+    assert called(repo, [4, 5, 6]) == ["shop.items_sum", "pricing.discount"]
+    assert called(repo, [4]) == []
+
+
+def test_retrieval_shows_the_signature_of_a_shown_call_after_the_ranked_entries(
+    tmp_path: Path,
+) -> None:
+    root = make_git_repo(tmp_path / "repo", SHOP)
+    task = "total() is wrong"
+    # Only lexical recall, so the callees are not candidates of their own;
+    # total ranks first and is shown whole, calls and all.
+    only = ("ripgrep", "python", "rerank", "prune", "assemble", "dependence")
+
+    def entries(**overrides: object) -> list[tuple[int, str | None, tuple[str, ...], list[int]]]:
+        found = retrieve(task, root, settings=Settings().with_overrides(**overrides),
+                         only=only, index_dir=tmp_path / "i")
+        assert [r.candidate.qualname for r in found.candidates] == ["shop.total"]
+        return [
+            (e.excerpt.ranked.rank, e.excerpt.ranked.candidate.qualname,
+             e.excerpt.ranked.candidate.sources, [n for n, _ in e.excerpt.lines])
+            for e in found.context.entries if e.included
+        ]
+
+    signatures = [(2, "shop.items_sum", ("called",), [9]),
+                  (3, "pricing.discount", ("called",), [1, 2, 3, 4])]
+    assert entries() == [(1, "shop.total", ("ripgrep",), [4, 5, 6]), *signatures]
+    # A header longer than max_statement_lines shows its first line, as prune does.
+    assert entries(max_statement_lines=3)[2] == (3, "pricing.discount", ("called",), [1])
+    assert entries(call_signatures_limit=1)[1:] == signatures[:1]
+    assert entries(call_signatures_limit=0)[1:] == []
+
+
+def test_the_benchmark_counts_signature_lines_as_shown_not_as_ranked(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "repo", SHOP)
+    only = ("ripgrep", "python", "rerank", "prune", "assemble", "dependence")
+    answer = run_ctx04("total() is wrong", root, Settings(), plugin_manager(only=only))
+    assert [(r.rank, r.qualname, r.included) for r in answer.ranked] == [(1, "shop.total", True)]
+    assert [(s.path, s.lines) for s in answer.shown] == [
+        ("shop.py", (4, 5, 6)), ("shop.py", (9,)), ("pricing.py", (1, 2, 3, 4)),
+    ]

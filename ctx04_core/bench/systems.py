@@ -50,12 +50,16 @@ def run_ctx04(task: str, root: Path, settings: Settings, pm: pluggy.PluginManage
     result = retrieve(task, root, settings=settings, plugins=pm)
     seconds = time.perf_counter() - started
     included = [e for e in result.context.entries if e.included]
-    shown_ranks = {e.excerpt.ranked.rank for e in included}
     order = list(result.candidates)
+    candidate_ranks = {r.rank for r in order}
+    # Entries past the candidates (the signatures of called definitions) are
+    # shown lines, not ranked ones.
+    ranked_entries = [e for e in included if e.excerpt.ranked.rank in candidate_ranks]
+    shown_ranks = {e.excerpt.ranked.rank for e in ranked_entries}
     # A door reorders the shown candidates among the places they hold, so the
     # metrics measure its order and a door that keeps the order changes nothing.
     places = [i for i, r in enumerate(order) if r.rank in shown_ranks]
-    for place, entry in zip(places, included, strict=True):
+    for place, entry in zip(places, ranked_entries, strict=True):
         order[place] = entry.excerpt.ranked
     ranked = tuple(
         RankedItem(

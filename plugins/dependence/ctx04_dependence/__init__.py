@@ -24,6 +24,14 @@ A statement added longer than ``settings.max_statement_lines`` adds its
 first line only, as prune does. Files that do not parse, and other
 languages, add nothing.
 
+Called definitions (the ``called_definitions`` hook, §3.5 rule 3: a
+retained call site pulls its one-line signature, not its body), in every
+language the index has call edges for: each name the candidate's ``invoke``
+edges call and a shown line writes as a call (``name(``) resolves to its
+definitions in the same file when there are any, else to the only one in
+the repository; a name defined more than once elsewhere is left out (which
+``get`` is meant cannot be told), and so is the candidate itself.
+
 Signal ``dependence`` (scale, weight ``settings.dependence_weight``): of a
 function or method, the share of its statements that depend, directly or
 through others (data or control, forward), on a statement naming one of the
@@ -35,16 +43,19 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
 
+from ctx04_core.graph import by_position, definitions
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.prune import statement_lines
+from ctx04_core.stages.regions import node_of
 from ctx04_core.text import simple_name
-from ctx04_core.types import FUNCTION_KINDS, Candidate, Excerpt, Query, Signal
+from ctx04_core.types import FUNCTION_KINDS, Candidate, Excerpt, Node, Query, Signal
 
 SIGNAL = "dependence"
 PYTHON = (".py", ".pyi")
@@ -79,6 +90,24 @@ def dependent_lines(excerpt: Excerpt, repo: Repo, settings: Settings) -> list[in
         stmt = statements[index]
         added.update(statement_lines(stmt.first, stmt.last, settings.max_statement_lines))
     return sorted(added - shown)
+
+
+@hookimpl
+def called_definitions(excerpt: Excerpt, repo: Repo, settings: Settings) -> list[Node] | None:
+    node = node_of(excerpt.ranked.candidate, repo)
+    if node is None:
+        return None
+    shown = "\n".join(text for _, text in excerpt.lines)
+    found: list[Node] = []
+    for edge in repo.index.edges_from(node):
+        name = simple_name(edge.target)
+        if edge.kind != "invoke" or not re.search(rf"(?<![\w$]){re.escape(name)}\s*\(", shown):
+            continue
+        named = definitions(repo.index.lookup(name))
+        local = [n for n in named if n.span.path == node.span.path]
+        chosen = local or (named if len(named) == 1 else [])
+        found.extend(n for n in by_position(chosen) if n != node)
+    return found
 
 
 @hookimpl
