@@ -17,11 +17,11 @@ from ctx04_core.bench.gold import (
     file_symbols,
     gold_from_patch,
     gold_lines,
-    own_lines,
 )
 from ctx04_core.bench.trees import materialise
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.plugins import plugin_manager
+from ctx04_core.stages.regions import node_own_lines
 from ctx04_core.types import Node, ParsedFile
 
 
@@ -172,7 +172,7 @@ def test_a_type_as_large_as_its_module_is_nested_in_it() -> None:
     assert file_symbols("point.go", text, (2,), pm) == [
         GoldSymbol("point.go", "point.Point", "struct", ((1, 3),)),
     ]
-    assert own_lines(nodes[0], nodes) == []
+    assert node_own_lines(nodes[0], nodes) == []
 
 
 def test_a_language_without_parser_is_the_file_itself() -> None:

@@ -22,20 +22,18 @@ are symbols of their own), the whole file for ``(path, None)``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pluggy
 
+from ctx04_core.stages.regions import node_own_lines
 from ctx04_core.text import split_lines
 from ctx04_core.types import FUNCTION_KINDS, TYPE_KINDS, Node, ParsedFile
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
-# Nesting depth by kind: a node with the very same span as another is nested
-# in it when it is the deeper kind.
-_DEPTH = {"module": 0, **dict.fromkeys(TYPE_KINDS, 1), **dict.fromkeys(FUNCTION_KINDS, 2)}
 
 Region = tuple[tuple[int, int], ...]  # inclusive runs of line numbers, sorted
 
@@ -118,7 +116,7 @@ def file_symbols(
         if qualname is None:
             symbols.append(whole)  # a parser without a module node, past every node
         else:
-            own = sorted({n for node in nodes for n in own_lines(node, parsed.nodes)})
+            own = sorted({n for node in nodes for n in node_own_lines(node, parsed.nodes)})
             symbols.append(GoldSymbol(path, qualname, nodes[0].kind, runs(own)))
     return symbols
 
@@ -132,28 +130,6 @@ def _enclosing(nodes: tuple[Node, ...], line: int) -> Node | None:
             return min(fitting, key=lambda n: (n.span.end_line - n.span.start_line,
                                                -n.span.start_line))
     return None
-
-
-def own_lines(node: Node, nodes: Sequence[Node]) -> list[int]:
-    """The node's own lines: a function's or method's whole span, a type's or
-    module's span minus every other node of the file nested in it.
-
-    The same lines as :func:`ctx04_core.stages.regions.own_lines`, computed
-    from the file's nodes at hand instead of asking the index per node.
-    """
-    span = node.span
-    if node.kind in FUNCTION_KINDS:
-        return list(range(span.start_line, span.end_line + 1))
-    nested: set[int] = set()
-    for other in nodes:
-        # A node with the very same span is nested when it is the deeper
-        # kind (a file holding one class and nothing else).
-        inside = span.contains(other.span) and (
-            other.span != span or _DEPTH[other.kind] > _DEPTH[node.kind]
-        )
-        if other is not node and inside:
-            nested.update(range(other.span.start_line, other.span.end_line + 1))
-    return [line for line in range(span.start_line, span.end_line + 1) if line not in nested]
 
 
 def runs(lines: list[int]) -> Region:

@@ -30,10 +30,10 @@ from typing import Any
 
 import pluggy
 
-from ctx04_core.bench.gold import own_lines
 from ctx04_core.bench.metrics import Answer, RankedItem, Shown
 from ctx04_core.settings import Settings
 from ctx04_core.stages.merge import RUN
+from ctx04_core.stages.regions import node_own_lines
 from ctx04_core.types import Candidate, Node, Span
 
 SYSTEMS = ("ctx04", "bm25")
@@ -147,7 +147,7 @@ def file_documents(
                  list(range(first, last + 1))) for first, last in ends]
     docs = []
     for node in nodes:
-        numbers = [n for n in own_lines(node, nodes) if n <= line_count]
+        numbers = [n for n in node_own_lines(node, nodes) if n <= line_count]
         if numbers:
             docs.append((Candidate(node.span, node.kind, node.qualname, (SOURCE,)), numbers))
     if not any(node.kind == "module" for node in nodes):

@@ -845,11 +845,13 @@ class _Writer:
             rows.clear()
 
 
-def _own_lines(nodes: tuple[Node, ...], n_lines: int) -> dict[Node, list[int]]:
-    """Each node's lines not inside a definition nested in it.
+def _lines_by_innermost(nodes: tuple[Node, ...], n_lines: int) -> dict[Node, list[int]]:
+    """The file's lines partitioned by their innermost node.
 
-    Larger spans are laid down first and nested ones overwrite them, so
-    every line ends up with its innermost node.
+    Not a node's own lines (``stages.regions.node_own_lines``): a function
+    owns the lines of a function nested in it, but the code search must
+    index each line's words once, under the definition that holds it most
+    closely. Larger spans are laid down first and nested ones overwrite them.
     """
     owner: list[Node | None] = [None] * (n_lines + 1)
     for node in sorted(nodes, key=lambda n: n.span.start_line - n.span.end_line):
@@ -906,7 +908,7 @@ def _parse(
 def _rows(
     parsed: ParsedFile, lines: tuple[str, ...], derived: list[list[NodeValues]]
 ) -> _Rows:
-    owned = _own_lines(parsed.nodes, len(lines))
+    owned = _lines_by_innermost(parsed.nodes, len(lines))
     nodes, terms = [], []
     by_qualname: dict[str, list[tuple[int, int, int]]] = {}
     for at, node in enumerate(parsed.nodes):
