@@ -178,9 +178,10 @@ def called_definitions(excerpt: Excerpt, repo: Repo, settings: Settings) -> list
     signature (its decorator and header lines, a long header by its first
     line) as an entry of its own after the ranked candidates' entries, ranked
     after them with score 0 and source ``called``: each definition once, in
-    the order found, at most ``settings.call_signatures_limit``, none that is
-    a ranked candidate. The token cap drops these entries before any ranked
-    one. Return None to add nothing.
+    the order found, at most ``settings.call_signatures_limit`` (a cut is an
+    ``unavailable``/``truncated`` diagnostic), none that is a ranked
+    candidate. The token cap drops these entries before any ranked one.
+    Return None to add nothing.
     """
 
 

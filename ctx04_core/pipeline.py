@@ -281,8 +281,9 @@ def run_stages(
         excerpts = [whole_excerpt(r, repo) for r in ranked]
         excerpts = [e for e in excerpts if e.lines]
     excerpts = [_with_dependences(hook, e, repo, settings) for e in excerpts]
-    excerpts.extend(_call_signatures(hook, excerpts, ranked, repo, settings))
-    covered = tuple(diagnostics) + repo.diagnostics
+    signatures, cut = _call_signatures(hook, excerpts, ranked, repo, settings)
+    excerpts.extend(signatures)
+    covered = tuple(diagnostics) + cut + repo.diagnostics
     context = _assembled(hook, query, tuple(excerpts), covered, repo, settings)
     decision: Decision | None = hook.select(
         observation=observe(query.task_text, context), repo=repo, settings=settings
@@ -371,11 +372,13 @@ def _call_signatures(
     ranked: list[RankedCandidate],
     repo: Repo,
     settings: Settings,
-) -> list[Excerpt]:
+) -> tuple[list[Excerpt], tuple[Diagnostic, ...]]:
     """The signature of each definition the excerpts' shown lines call, as
-    excerpts ranked after the last candidate (the ``called_definitions`` hook)."""
-    if settings.call_signatures_limit == 0:
-        return []
+    excerpts ranked after the last candidate (the ``called_definitions`` hook),
+    and the cut when there were more than ``settings.call_signatures_limit``."""
+    limit = settings.call_signatures_limit
+    if limit == 0:
+        return [], ()
     candidates = {(r.candidate.span, r.candidate.qualname) for r in ranked}
     called: dict[Node, None] = {}
     for excerpt in excerpts:
@@ -384,7 +387,7 @@ def _call_signatures(
             if (node.span, node.qualname) not in candidates:
                 called.setdefault(node)
     signatures: list[Excerpt] = []
-    for node in list(called)[: settings.call_signatures_limit]:
+    for node in list(called)[:limit]:
         source = repo.source(node.span.path)
         if source is None:
             continue
@@ -395,7 +398,12 @@ def _call_signatures(
             candidate = Candidate(node.span, node.kind, node.qualname, (CALLED,))
             rank = len(ranked) + len(signatures) + 1
             signatures.append(Excerpt(RankedCandidate(candidate, rank, 0.0), lines))
-    return signatures
+    cut: tuple[Diagnostic, ...] = ()
+    if len(called) > limit:
+        cut = (Diagnostic("unavailable", "truncated", detail=(
+            f"{len(called)} definitions called from shown lines, kept the first {limit} signatures"
+        )),)
+    return signatures, cut
 
 
 def whole_excerpt(ranked: RankedCandidate, repo: Repo) -> Excerpt:

@@ -220,10 +220,14 @@ def test_retrieval_shows_the_signature_of_a_shown_call_after_the_ranked_entries(
     # total ranks first and is shown whole, calls and all.
     only = ("ripgrep", "python", "rerank", "prune", "assemble", "dependence")
 
+    truncated: list[tuple[str, str, str]] = []
+
     def entries(**overrides: object) -> list[tuple[int, str | None, tuple[str, ...], list[int]]]:
         found = retrieve(task, root, settings=Settings().with_overrides(**overrides),
                          only=only, index_dir=tmp_path / "i")
         assert [r.candidate.qualname for r in found.candidates] == ["shop.total"]
+        truncated[:] = [(d.kind, d.reason, d.detail) for d in found.diagnostics
+                        if d.reason == "truncated"]
         return [
             (e.excerpt.ranked.rank, e.excerpt.ranked.candidate.qualname,
              e.excerpt.ranked.candidate.sources, [n for n, _ in e.excerpt.lines])
@@ -235,8 +239,12 @@ def test_retrieval_shows_the_signature_of_a_shown_call_after_the_ranked_entries(
     assert entries() == [(1, "shop.total", ("ripgrep",), [4, 5, 6]), *signatures]
     # A header longer than max_statement_lines shows its first line, as prune does.
     assert entries(max_statement_lines=3)[2] == (3, "pricing.discount", ("called",), [1])
+    assert truncated == []
     assert entries(call_signatures_limit=1)[1:] == signatures[:1]
+    assert truncated == [("unavailable", "truncated",
+                          "2 definitions called from shown lines, kept the first 1 signatures")]
     assert entries(call_signatures_limit=0)[1:] == []
+    assert truncated == []
 
 
 def test_the_benchmark_counts_signature_lines_as_shown_not_as_ranked(tmp_path: Path) -> None:
