@@ -193,35 +193,36 @@ def search(root: Path, terms: list[str], globs: tuple[str, ...], settings: Setti
             return True
         return printed > SEPARATE_AFTER_BYTES and len(attributed.short()) < len(terms)
 
-    done = _run(terms, globs, settings, root, deadline, first)
-    outcome = dict.fromkeys(terms, done)
+    together = _run(terms, globs, settings, root, deadline, first)
+    # Per term, the rg run whose output its hits come from.
+    run_of = dict.fromkeys(terms, together)
     short = attributed.short()
-    if done.stopped == "enough" and short:
+    if together.stopped == "enough" and short:
         again = TermHits(short, cap + 1)
-        done = _run(short, globs, settings, root, deadline, again.feed)
+        alone = _run(short, globs, settings, root, deadline, again.feed)
         attributed.hits.update(again.hits)
-        outcome.update(dict.fromkeys(short, done))
+        run_of.update(dict.fromkeys(short, alone))
     diagnostics: list[Diagnostic] = []
     for term, found in attributed.hits.items():
-        done = outcome[term]
+        run = run_of[term]
         if len(found) > cap:
             del found[cap:]
             diagnostics.append(Diagnostic(
                 "unavailable", "truncated",
                 detail=f"{term!r}: more than {cap} hits, kept the first {len(found)}",
             ))
-        elif done.stopped == "timeout":
+        elif run.stopped == "timeout":
             diagnostics.append(Diagnostic("unavailable", "timeout", detail=term))
-        elif done.stopped == "output_limit":
+        elif run.stopped == "output_limit":
             diagnostics.append(Diagnostic(
                 "unavailable", "truncated",
                 detail=f"{term!r}: the search printed over {_MAX_OUTPUT_BYTES} bytes, "
                 f"kept the {len(found)} hits before that",
             ))
-        elif done.returncode not in (0, _NO_MATCH):
+        elif run.returncode not in (0, _NO_MATCH):
             # Exit 2: some file or glob could not be searched; the hits found are still real.
             diagnostics.append(Diagnostic(
-                "unavailable", "search_failed", detail=f"{term!r}: {done.first_error_line()}",
+                "unavailable", "search_failed", detail=f"{term!r}: {run.first_error_line()}",
             ))
     return attributed.hits, diagnostics
 
