@@ -15,6 +15,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctx04_core import git
 from ctx04_core.bench.trees import TreeError, materialise, tree_dir
 from ctx04_core.plugins import loaded_plugins
 from ctx04_core.repository import resolve_root
@@ -69,8 +70,9 @@ def _is_git_dir(path: Path) -> bool:
 
 def _head(git_dir: Path) -> str:
     done = subprocess.run(
-        ["git", f"--git-dir={git_dir}", "rev-parse", "--verify", "HEAD^{commit}"],
+        git.argv([f"--git-dir={git_dir}"], "rev-parse", "--verify", "HEAD^{commit}"),
         capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False,
+        env=git.environment(),
     )
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines()

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from ctx04_core.subprocesses import run_bounded
+from ctx04_core.git import run_git
 from ctx04_core.text import split_lines
 from ctx04_core.types import Diagnostic
 
@@ -49,8 +49,8 @@ def resolve_root(path: str | Path) -> Path:
 def git_base(root: Path) -> tuple[str | None, Diagnostic | None]:
     """The HEAD commit, or None outside git; a diagnostic when git did not answer."""
     try:
-        done = run_bounded(
-            ["git", "-C", str(root), "rev-parse", "--verify", "--quiet", "HEAD"],
+        done = run_git(
+            ["-C", str(root)], "rev-parse", "--verify", "--quiet", "HEAD",
             cwd=root, timeout_s=GIT_TIMEOUT_S, max_stdout_bytes=GIT_MAX_OUTPUT_BYTES,
         )
     except OSError as err:

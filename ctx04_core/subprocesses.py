@@ -13,7 +13,7 @@ import selectors
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -43,6 +43,7 @@ def run_bounded(
     timeout_s: float,
     max_stdout_bytes: int,
     consume: Callable[[bytes], bool] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> ChildResult:
     """Run ``argv``, reading its output as it comes, and stop it when it overruns.
 
@@ -51,13 +52,14 @@ def run_bounded(
     says the output so far answers the question (``"enough"``). What was
     read before the stop is returned in ``stdout``; with ``consume`` it is
     handed over instead, chunk by chunk as it arrives, and not kept (the
-    result's ``stdout`` is empty). Raises OSError when it cannot start.
+    result's ``stdout`` is empty). ``env`` replaces the environment when
+    given. Raises OSError when it cannot start.
     """
     deadline = time.monotonic() + timeout_s
     out, err = bytearray(), bytearray()
     with subprocess.Popen(
         list(argv), cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, start_new_session=True,
+        stderr=subprocess.PIPE, start_new_session=True, env=env,
     ) as proc:
         assert proc.stdout is not None and proc.stderr is not None  # both are PIPE
         try:

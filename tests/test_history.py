@@ -107,7 +107,7 @@ def test_the_log_is_kept_in_the_index(history: tuple[Path, list[str]]) -> None:
 
     index = CodeIndex.open(root)
     try:
-        stored = index.derived(f"history:v2:{root.resolve()}:{shas[-1]}:5000")
+        stored = index.derived(f"history:v3:{root.resolve()}:{shas[-1]}:5000")
     finally:
         index.close()
     assert stored is not None

@@ -27,7 +27,7 @@ from typing import IO, Any
 
 import platformdirs
 
-from ctx04_core.subprocesses import run_bounded
+from ctx04_core import git
 
 LS_TREE_TIMEOUT_S = 120.0
 LS_TREE_MAX_BYTES = 256 * 1024 * 1024
@@ -131,15 +131,11 @@ def _recorded_missing(dest: Path) -> tuple[str, ...]:
     return tuple(record.get("missing", ()))
 
 
-def _git(git_dir: Path, *args: str) -> list[str]:
-    return ["git", f"--git-dir={git_dir}", *args]
-
-
 def _ls_tree(git_dir: Path, commit: str) -> list[_Entry]:
     try:
-        done = run_bounded(
-            _git(git_dir, "ls-tree", "-r", "-z", "--full-tree", commit),
-            cwd=git_dir, timeout_s=LS_TREE_TIMEOUT_S, max_stdout_bytes=LS_TREE_MAX_BYTES,
+        done = git.run_git(
+            [f"--git-dir={git_dir}"], "ls-tree", "-r", "-z", "--full-tree", "--end-of-options",
+            commit, cwd=git_dir, timeout_s=LS_TREE_TIMEOUT_S, max_stdout_bytes=LS_TREE_MAX_BYTES,
         )
     except OSError as err:
         raise TreeError(f"git could not run: {err.strerror or err}") from err
@@ -171,8 +167,8 @@ def _write(git_dir: Path, entries: list[_Entry], root: Path) -> dict[str, Any]:
     made: set[Path] = {root}
     # stderr goes to a file: a pipe nobody reads could fill and stall git.
     with tempfile.TemporaryFile() as errors, subprocess.Popen(
-        _git(git_dir, "cat-file", "--batch"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=errors,
+        git.argv([f"--git-dir={git_dir}"], "cat-file", "--batch"), stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=errors, env=git.environment(),
     ) as proc:
         assert proc.stdin is not None and proc.stdout is not None  # both are PIPE
         # Requests are written from a thread so git never blocks on a full
@@ -185,17 +181,12 @@ def _write(git_dir: Path, entries: list[_Entry], root: Path) -> dict[str, Any]:
                 if data is None:
                     missing.append(entry.path)
                     continue
-                target = root / entry.path
-                if target.parent not in made:
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    made.add(target.parent)
-                if entry.mode == "120000":
-                    os.symlink(os.fsdecode(data), target)
+                written_as = _write_entry(root, entry, data, made)
+                if written_as is None:
+                    refused.append(entry.path)
+                elif written_as == "symlink":
                     symlinks += 1
                 else:
-                    target.write_bytes(data)
-                    if entry.mode == "100755":
-                        target.chmod(0o755)
                     files += 1
         except BaseException:
             proc.kill()
@@ -210,6 +201,41 @@ def _write(git_dir: Path, entries: list[_Entry], root: Path) -> dict[str, Any]:
         "files": files, "symlinks": symlinks, "missing": missing, "submodules": submodules,
         "refused": refused,
     }
+
+
+def _write_entry(root: Path, entry: _Entry, data: bytes, made: set[Path]) -> str | None:
+    """Write one blob entry below ``root``: ``"symlink"``, ``"file"``, or None
+    when it would land below a link or a file, or on a path already written.
+
+    A crafted tree may hold a link ``a`` and a file ``a/x`` (or the same
+    path twice): every folder on the way is one this writer made itself
+    (``made``), and the entry itself is created, never opened, so nothing
+    is written through a link.
+    """
+    folder = root
+    *parents, name = entry.path.split("/")
+    for part in parents:
+        folder = folder / part
+        if folder in made:
+            continue
+        try:
+            os.mkdir(folder)
+        except FileExistsError:
+            return None  # a link or a file an earlier entry wrote
+        made.add(folder)
+    target = folder / name
+    try:
+        if entry.mode == "120000":
+            os.symlink(os.fsdecode(data), target)
+            return "symlink"
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    except FileExistsError:
+        return None
+    with open(fd, "wb") as out:
+        out.write(data)
+        if entry.mode == "100755":
+            os.fchmod(fd, 0o755)
+    return "file"
 
 
 def _feed(stdin: IO[bytes], shas: Iterable[str]) -> None:

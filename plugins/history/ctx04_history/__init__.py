@@ -64,10 +64,10 @@ from pathlib import Path
 from typing import TypeVar
 
 from ctx04_core.bm25 import idf, postings_scores
+from ctx04_core.git import object_id, run_git
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
-from ctx04_core.subprocesses import ChildResult, run_bounded
 from ctx04_core.text import content_terms, simple_name, tokenize
 from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Signal
 
@@ -80,7 +80,14 @@ DEFINITION_CANDIDATES = 10
 # Changed definitions are kept per commit: enough for a few hundred tasks'
 # best commits before the oldest are read from git again.
 CHANGED_ENTRIES = 4096
-RECORD, FIELD = "\x1e", "\x1f"
+# git's output marks where a commit's record starts; a commit message is
+# indented a column (every line of it, blank ones too), so none of its lines
+# can look like that mark.
+HEADER = "\x1e"
+MESSAGE = "%w(0,1,1)"
+# A hunk's header: the old and new line counts (1 when omitted), and the
+# function line git found for it.
+HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@(.*)")
 Key = TypeVar("Key")
 GIT_TIMEOUT_S = 10.0
 # git's builtin function-name rules by file extension (``diff=python`` ...):
@@ -139,11 +146,11 @@ class Log:
         return lengths
 
 
-def _git(settings: Settings, root: Path) -> list[str]:
+def _location(settings: Settings, root: Path) -> list[str]:
     if settings.history_git_dir:
-        return ["git", "--git-dir", settings.history_git_dir]
+        return ["--git-dir", settings.history_git_dir]
     # --relative below makes paths relative to the root, as the index has them.
-    return ["git", "-C", str(root)]
+    return ["-C", str(root)]
 
 
 def read_log(root: Path, settings: Settings) -> Log:
@@ -151,33 +158,25 @@ def read_log(root: Path, settings: Settings) -> Log:
     rev = settings.history_rev
     if rev.startswith("-"):
         return Log((), Diagnostic("unavailable", "no history", detail=f"not a revision: {rev}"))
-    argv = [
-        *_git(settings, root), "-c", "core.quotePath=false", "log", "--no-merges",
-        f"-n{settings.history_commits}", f"--format={RECORD}%H{FIELD}%s%n%n%b{FIELD}",
-        "--name-only",
-        *([] if settings.history_git_dir else ["--relative"]), rev, "--",
-    ]
     try:
-        done = run_bounded(argv, cwd=root, timeout_s=GIT_TIMEOUT_S,
-                           max_stdout_bytes=settings.history_max_bytes)
+        done = run_git(
+            _location(settings, root), "log", "--no-merges", "--no-ext-diff", "--no-textconv",
+            f"-n{settings.history_commits}", f"--format={HEADER}%H%n{MESSAGE}%B", "--name-only",
+            *([] if settings.history_git_dir else ["--relative"]), "--end-of-options", rev, "--",
+            cwd=root, timeout_s=GIT_TIMEOUT_S, max_stdout_bytes=settings.history_max_bytes,
+        )
     except OSError as err:
         return Log((), Diagnostic("unavailable", "no history", detail=f"git: {err}"))
     if done.returncode not in (0, None):
         return Log((), Diagnostic("unavailable", "no history", detail=done.first_error_line()))
-    text = done.stdout.decode("utf-8", "replace")
-    records = text.split(RECORD)[1:]
+    commits = parse_log(done.stdout.decode("utf-8", "replace"))
     trouble = None
     if done.stopped is not None:
-        records = records[:-1]  # the last record may be cut
+        commits = commits[:-1]  # the last record may be cut
         trouble = Diagnostic(
             "unavailable", "truncated",
-            detail=f"git log stopped ({done.stopped}) after {len(records)} commits",
+            detail=f"git log stopped ({done.stopped}) after {len(commits)} commits",
         )
-    commits = []
-    for record in records:
-        sha, _, rest = record.partition(FIELD)
-        message, _, files = rest.partition(FIELD)
-        commits.append(Commit(sha, message.strip(), tuple(f for f in files.split("\n") if f)))
     if trouble is None and _shallow(root, settings):
         trouble = Diagnostic(
             "unavailable", "shallow clone",
@@ -186,10 +185,43 @@ def read_log(root: Path, settings: Settings) -> Log:
     return Log(tuple(commits), trouble)
 
 
+def parse_log(text: str) -> list[Commit]:
+    """The commits of ``git log --format=HEADER%H%nMESSAGE%B --name-only``.
+
+    A record starts at a line that is the header mark and a full object id.
+    Every line of a message is indented by the format (``%w(0,1,1)``, blank
+    lines too), so a message cannot hold such a line, and the message ends
+    at the first empty line; the changed paths follow, one a line, and git
+    quotes a path holding a newline or any other control byte. Lines are
+    split at ``\n`` alone, as git writes them.
+    """
+    commits: list[Commit] = []
+    sha: str | None = None
+    message: list[str] = []
+    files: list[str] = []
+    in_message = False
+    for line in text.split("\n"):
+        if line.startswith(HEADER) and object_id(line[len(HEADER):]):
+            if sha is not None:
+                commits.append(Commit(sha, "\n".join(message).strip(), tuple(files)))
+            sha, message, files, in_message = line[len(HEADER):], [], [], True
+        elif sha is None:
+            continue
+        elif in_message and line:
+            message.append(line[1:])
+        elif line:
+            files.append(line)
+        else:
+            in_message = False
+    if sha is not None:
+        commits.append(Commit(sha, "\n".join(message).strip(), tuple(files)))
+    return commits
+
+
 def _shallow(root: Path, settings: Settings) -> bool:
-    argv = [*_git(settings, root), "rev-parse", "--is-shallow-repository"]
     try:
-        done = run_bounded(argv, cwd=root, timeout_s=GIT_TIMEOUT_S, max_stdout_bytes=64)
+        done = run_git(_location(settings, root), "rev-parse", "--is-shallow-repository",
+                       cwd=root, timeout_s=GIT_TIMEOUT_S, max_stdout_bytes=64)
     except OSError:
         return False
     return done.stdout.strip() == b"true"
@@ -215,14 +247,14 @@ def log_of(repo: Repo, settings: Settings) -> Log:
 
 def _cache_key(repo: Repo, settings: Settings) -> str | None:
     rev, n = settings.history_rev, settings.history_commits
-    # "v2": a stored log holds each commit's id since the definitions it changed
-    # are read by id; a log stored without them is not read.
+    # "v3": a stored log holds each commit's id, read by id later; logs stored
+    # before the ids were checked (v2) or kept (v1) are not read.
     if settings.history_git_dir:
-        return f"history:v2:{settings.history_git_dir}:{rev}:{n}"
+        return f"history:v3:{settings.history_git_dir}:{rev}:{n}"
     if repo.base is None:
         return None
     # HEAD moves: key the repository's own log by the commit it names now.
-    return f"history:v2:{repo.root}:{repo.base if rev == 'HEAD' else rev}:{n}"
+    return f"history:v3:{repo.root}:{repo.base if rev == 'HEAD' else rev}:{n}"
 
 
 def _stored_log(repo: Repo, settings: Settings, key: str) -> Log:
@@ -297,46 +329,63 @@ def changed_definitions(
         stored = repo.index.derived(f"changed:{sha}")
         if stored is not None:
             found[sha] = tuple((path, name) for path, name in json.loads(stored))
-    missing = [sha for sha in shas if sha not in found]
+    # Ids come from git's own log; one that is not a full hex id is never asked
+    # for, so nothing read from a repository can reach git as an option.
+    missing = [sha for sha in shas if sha not in found and object_id(sha)]
     if not missing:
         return found
-    argv = [
-        *_git(settings, repo.root), "-c", f"core.attributesFile={FUNCNAMES}",
-        "-c", "core.quotePath=false", "show", "-U0", "--no-color", "--no-ext-diff",
-        f"--format={RECORD}%H", *([] if settings.history_git_dir else ["--relative"]),
-        *missing, "--",
-    ]
     try:
-        done = run_bounded(argv, cwd=repo.root, timeout_s=GIT_TIMEOUT_S,
-                           max_stdout_bytes=settings.history_max_bytes)
+        done = run_git(
+            _location(settings, repo.root), "-c", f"core.attributesFile={FUNCNAMES}",
+            "show", "-U0", "--no-color", "--no-ext-diff", "--no-textconv",
+            f"--format={HEADER}%H", *([] if settings.history_git_dir else ["--relative"]),
+            "--end-of-options", *missing, "--",
+            cwd=repo.root, timeout_s=GIT_TIMEOUT_S, max_stdout_bytes=settings.history_max_bytes,
+        )
     except OSError:
         return found
-    for sha, changed in _parse_show(done).items():
+    if done.returncode not in (0, None):
+        return found
+    parsed = parse_show(done.stdout.decode("utf-8", "replace"), set(missing))
+    if done.stopped is not None and parsed:
+        parsed.popitem()  # the last record may be cut
+    for sha, changed in parsed.items():
         found[sha] = changed
         with contextlib.suppress(sqlite3.Error):
             repo.index.store_derived(f"changed:{sha}", json.dumps(changed), keep=CHANGED_ENTRIES)
     return found
 
 
-def _parse_show(done: ChildResult) -> dict[str, tuple[tuple[str, str], ...]]:
-    if done.returncode not in (0, None):
-        return {}
-    records = done.stdout.decode("utf-8", "replace").split(RECORD)[1:]
-    if done.stopped is not None:
-        records = records[:-1]  # the last record may be cut
-    parsed = {}
-    for record in records:
-        sha, *lines = record.split("\n")
-        path, changed = None, dict[tuple[str, str], None]()
-        for line in lines:
-            if line.startswith("+++ "):
-                path = line[6:] if line.startswith("+++ b/") else None
-            elif line.startswith("@@") and path is not None:
-                name = hunk_name(line.split("@@", 2)[-1])
-                if name is not None:
-                    changed[path, name] = None
-        parsed[sha] = tuple(changed)
-    return parsed
+def parse_show(text: str, asked: set[str]) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Each asked commit's changed definitions, from ``git show -U0
+    --format=HEADER%H``, in the order of the output.
+
+    A hunk's header gives how many lines it holds, and those lines are
+    skipped whatever they say, so a changed line cannot pass for a file
+    header, a hunk or a commit's record.
+    """
+    parsed: dict[str, dict[tuple[str, str], None]] = {}
+    changed: dict[tuple[str, str], None] | None = None
+    path: str | None = None
+    content = 0  # lines of the current hunk still to skip
+    for line in text.split("\n"):
+        if content:
+            if not line.startswith("\\"):  # "\ No newline at end of file" is no line
+                content -= 1
+            continue
+        sha = object_id(line[len(HEADER):]) if line.startswith(HEADER) else None
+        if sha in asked:
+            changed, path = parsed.setdefault(sha, {}), None
+        elif changed is None:
+            continue
+        elif line.startswith("+++ "):
+            path = line[6:] if line.startswith("+++ b/") else None
+        elif hunk := HUNK.match(line):
+            content = int(hunk[1] or 1) + int(hunk[2] or 1)
+            name = hunk_name(hunk[3])
+            if name is not None and path is not None:
+                changed[path, name] = None
+    return {sha: tuple(names) for sha, names in parsed.items()}
 
 
 def definition_scores(
