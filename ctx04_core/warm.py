@@ -7,6 +7,10 @@ file as always, and skipped only when a file-system watcher proves that
 nothing under the root changed since the last refresh. Whatever the watcher
 cannot prove (it failed to start, lost events, did not answer in time) falls
 back to the refresh, whose stat walk is the ground truth.
+
+A cache folder cleaned under the open index leaves it holding a deleted
+file, whose lock file cannot be made again: each call compares the open file
+with what is at the index's path now, and starts afresh there when they differ.
 """
 
 from __future__ import annotations
@@ -162,6 +166,7 @@ class WarmRepository:
         self._watcher = ChangeWatcher(root)
         self._worker = ThreadPoolExecutor(1, thread_name_prefix=f"ctx04 {root.name}")
         self._index: CodeIndex | None = None
+        self._index_file: tuple[int, int] | None = None  # the open index's file when refreshed
         self._refreshed: _Refreshed | None = None
 
     def submit(self, work: Callable[[], T]) -> Future[T]:
@@ -173,6 +178,10 @@ class WarmRepository:
         """The repository as the stages see it, its index up to date (on its thread)."""
         started = time.perf_counter()
         key = (enabled_plugins(pm), settings.exclude_globs, settings.max_file_bytes)
+        if self._index is not None and _identity(self._index.path) != self._index_file:
+            # The file at the index's path is not the one open: its folder was cleaned
+            # (a cache may be, at any time) or another process rebuilt it. Open that one.
+            self._close_index()
         unchanged = self._watcher.unchanged()
         last = self._refreshed
         if last is not None and last.key == key and unchanged and not force:
@@ -186,6 +195,8 @@ class WarmRepository:
         if self._index is None:
             self._index = CodeIndex.open(self.root, self.index_dir)
         repo, stats = refreshed_repo(self._index, pm, settings)
+        # After the refresh: one that found the index unreadable rebuilt it in a new file.
+        self._index_file = _identity(self._index.path)
         self._refreshed = _Refreshed(key, repo, stats)
         return repo.reopened(), stats
 
@@ -208,7 +219,6 @@ class WarmRepository:
         return rebuilt_once(attempt, self._discard)
 
     def _discard(self, err: Exception) -> str:
-        self._refreshed = None
         self._close_index()
         return CodeIndex.discard(self.root, self.index_dir, err)
 
@@ -219,9 +229,19 @@ class WarmRepository:
         self._watcher.close()
 
     def _close_index(self) -> None:
+        self._refreshed = None  # its repository reads through the index
         if self._index is not None:
             self._index.close()
             self._index = None
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The device and inode of what is at ``path`` now; None when nothing is."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 class WarmState:

@@ -1,0 +1,62 @@
+"""A warm ``ctx04 mcp`` whose folders are replaced under it.
+
+Each test starts its own server over stdio with the MCP SDK's client (the
+helpers of test_mcp_server.py), changes the file system under it as a user
+or a cleaner would, and asserts on what the next calls answer.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from anyio.from_thread import start_blocking_portal
+from conftest import SHOP, make_git_repo
+from test_mcp_server import TASK, Server, stdio_session, text_of
+
+from ctx04_core.index.store import DB_NAME, CodeIndex
+
+
+@contextmanager
+def served(repo: Path, cache: Path) -> Iterator[Server]:
+    """A warm server given ``--repo REPO``, for the calls of one test."""
+    with (
+        start_blocking_portal() as portal,
+        portal.wrap_async_context_manager(stdio_session(repo, cache)) as session,
+    ):
+        yield Server(portal, session, repo, cache)
+
+
+def index_folder(repo: Path, cache: Path) -> Path:
+    """The folder of the index a server with this cache keeps for ``repo``."""
+    return cache / "ctx04" / CodeIndex.location(repo).parent.name
+
+
+@pytest.mark.parametrize("deleted", ["index folder", "cache folder"])
+def test_an_index_deleted_under_a_warm_server_is_built_again(
+    deleted: str, tmp_path: Path
+) -> None:
+    repo = make_git_repo(tmp_path / "shop", SHOP).resolve()
+    cache = tmp_path / "cache"
+    index = index_folder(repo, cache)
+    with served(repo, cache) as server:
+        first = server.call("retrieve", task=TASK)
+        assert index.joinpath(DB_NAME).is_file()
+        shutil.rmtree(index if deleted == "index folder" else cache)
+        again = server.call("retrieve", task=TASK)
+        assert not again.is_error, text_of(again)
+        assert index.joinpath(DB_NAME).is_file()
+        assert again.structured_content is not None
+        assert again.structured_content["candidates"][0]["qualname"] == "shop.cart.Cart.total"
+        assert text_of(again) == text_of(first)
+        shutil.rmtree(index)
+        counts = server.call("index")
+    assert not counts.is_error, text_of(counts)
+    assert counts.structured_content is not None
+    assert {k: counts.structured_content[k] for k in ("files", "parsed", "unchanged")} == {
+        "files": 6, "parsed": 6, "unchanged": 0,
+    }
+    assert index.joinpath(DB_NAME).is_file()
