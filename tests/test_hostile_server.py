@@ -7,6 +7,7 @@ or a cleaner would, and asserts on what the next calls answer.
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +36,19 @@ def index_folder(repo: Path, cache: Path) -> Path:
     return cache / "ctx04" / CodeIndex.location(repo).parent.name
 
 
+def shown(text: str, qualname: str) -> tuple[str, list[str]]:
+    """The excerpt of the slice headed by ``qualname``: its "path:lines, sha256:digest"
+    label and its lines."""
+    [found] = [part for part in text.split("\n\n") if part.startswith(f"### {qualname} [")]
+    header, *lines = found.splitlines()
+    label = ", ".join(header.removeprefix(f"### {qualname} [").split(", ")[:2])
+    return label, lines
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
 @pytest.mark.parametrize("deleted", ["index folder", "cache folder"])
 def test_an_index_deleted_under_a_warm_server_is_built_again(
     deleted: str, tmp_path: Path
@@ -60,3 +74,53 @@ def test_an_index_deleted_under_a_warm_server_is_built_again(
         "files": 6, "parsed": 6, "unchanged": 0,
     }
     assert index.joinpath(DB_NAME).is_file()
+
+
+CART = str(SHOP["shop/cart.py"])
+TOP = "# Vendored from the shop service.\n# Keep in step with upstream.\n#\n# Owner: payments\n\n"
+EMPTY = '''
+    def empty(self) -> None:
+        """Take every line item and the coupon out of the cart."""
+        self.items = []
+        self.coupon = None
+'''
+EMPTY_TASK = "Cart.empty() should take every line item and the coupon out of the cart"
+
+
+def test_a_root_deleted_and_cloned_again_is_served_fresh(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "shop", SHOP).resolve()
+    with served(repo, tmp_path / "cache") as server:
+        assert not server.call("retrieve", task=TASK).is_error
+        shutil.rmtree(repo)
+        for tool, arguments in (("retrieve", {"task": TASK}), ("index", {})):
+            missing = server.call(tool, **arguments)
+            assert missing.is_error
+            assert text_of(missing) == (
+                f"Error executing tool {tool}: repository not found: {repo}"
+            )
+        cloned = TOP + CART + EMPTY
+        make_git_repo(repo, {**SHOP, "shop/cart.py": cloned})
+        fresh = text_of(server.call("retrieve", task=EMPTY_TASK))
+        edited = "# Edited after the clone.\n" + cloned
+        (repo / "shop/cart.py").write_text(edited, encoding="utf-8")
+        after_edit = text_of(server.call("retrieve", task=TASK))
+    assert shown(fresh, "shop.cart.Cart.empty") == (
+        f"shop/cart.py:53-56, sha256:{digest(cloned)}",
+        [
+            "    def empty(self) -> None:",
+            '        """Take every line item and the coupon out of the cart."""',
+            "        self.items = []",
+            "        self.coupon = None",
+        ],
+    )
+    assert shown(after_edit, "shop.cart.Cart.total") == (
+        f"shop/cart.py:47-52, sha256:{digest(edited)}",
+        [
+            "    def total(self) -> float:",
+            '        """The amount to pay: the subtotal less any coupon discount."""',
+            "        subtotal = sum(item.subtotal() for item in self.items)",
+            "        if self.coupon is not None:",
+            "            subtotal = apply_discount(subtotal, self.coupon)",
+            "        return round_money(subtotal)",
+        ],
+    )
