@@ -1,4 +1,4 @@
-"""A warm ``ctx04 mcp`` whose folders are replaced under it.
+"""A warm ``ctx04 mcp`` whose folders are replaced under it, and clients that ask too much.
 
 Each test starts its own server over stdio with the MCP SDK's client (the
 helpers of test_mcp_server.py), changes the file system under it as a user
@@ -22,11 +22,12 @@ from ctx04_core.index.store import DB_NAME, CodeIndex
 
 
 @contextmanager
-def served(repo: Path, cache: Path) -> Iterator[Server]:
-    """A warm server given ``--repo REPO``, for the calls of one test."""
+def served(repo: Path, cache: Path, roots: list[Path] | None = None) -> Iterator[Server]:
+    """A warm server given ``--repo REPO``, for the calls of one test; with ``roots``, its
+    client offers these roots."""
     with (
         start_blocking_portal() as portal,
-        portal.wrap_async_context_manager(stdio_session(repo, cache)) as session,
+        portal.wrap_async_context_manager(stdio_session(repo, cache, roots=roots)) as session,
     ):
         yield Server(portal, session, repo, cache)
 
@@ -123,4 +124,46 @@ def test_a_root_deleted_and_cloned_again_is_served_fresh(tmp_path: Path) -> None
             "            subtotal = apply_discount(subtotal, self.coupon)",
             "        return round_money(subtotal)",
         ],
+    )
+
+
+def test_client_roots_never_widen_the_repo_option(tmp_path: Path) -> None:
+    allowed = (tmp_path / "allowed").resolve()
+    inside = make_git_repo(allowed / "shop", SHOP)
+    outside = make_git_repo(tmp_path / "elsewhere", SHOP).resolve()
+    with served(allowed, tmp_path / "cache", roots=[Path("/")]) as server:  # file:///
+        refused = [
+            server.call("retrieve", task=TASK, repo=str(outside)),
+            server.call("index", repo=str(outside)),
+        ]
+        granted = server.call("retrieve", task=TASK, repo=str(inside))
+    assert [text_of(result) for result in refused] == [
+        f"Error executing tool {tool}: repository {outside} is outside the allowed roots "
+        f"({allowed})"
+        for tool in ("retrieve", "index")
+    ]
+    assert granted.structured_content is not None
+    assert granted.structured_content["repo"]["root"] == str(inside)
+    assert granted.structured_content["candidates"][0]["qualname"] == "shop.cart.Cart.total"
+
+
+def test_client_roots_narrow_the_repo_option(tmp_path: Path) -> None:
+    projects = (tmp_path / "projects").resolve()
+    shop = make_git_repo(projects / "shop", SHOP)
+    other = make_git_repo(projects / "other", SHOP)
+    unrelated = (tmp_path / "unrelated").resolve()
+    with served(projects, tmp_path / "cache", roots=[shop]) as server:
+        default = server.call("retrieve", task=TASK)
+        sibling = server.call("retrieve", task=TASK, repo=str(other))
+    with served(projects, tmp_path / "cache", roots=[unrelated]) as server:
+        disjoint = server.call("retrieve", task=TASK)
+    assert default.structured_content is not None
+    assert default.structured_content["repo"]["root"] == str(shop)
+    assert text_of(sibling) == (
+        f"Error executing tool retrieve: repository {other} is outside the allowed roots "
+        f"({shop})"
+    )
+    assert text_of(disjoint) == (
+        f"Error executing tool retrieve: the client's roots ({unrelated}) share no folder "
+        f"with --repo ({projects})"
     )
