@@ -452,7 +452,8 @@ def mcp(
         typer.Option(
             "--repo", "-r",
             help="A repository the server may read (repeatable); the first is the default. "
-            "Without one: the client's roots, else the current folder.",
+            "The client's roots may narrow these, never widen them. Without one: the "
+            "client's roots, else the current folder.",
         ),
     ] = None,
     http: Annotated[

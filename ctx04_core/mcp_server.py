@@ -74,11 +74,7 @@ class Session:
 
     async def root_for(self, repo: str | None, ctx: Context) -> Path:
         """The repository a call names (or the default), refused outside the allowed roots."""
-        allowed = list(self.repos)
-        if not allowed or (repo is not None and not _inside(Path(repo), allowed)):
-            allowed += await _client_roots(ctx)
-        if not allowed:
-            allowed = [Path.cwd().resolve()]
+        allowed = await self.allowed_roots(ctx)
         if repo is None:
             return allowed[0]
         root = resolve_root(repo)
@@ -86,6 +82,31 @@ class Session:
             shown = ", ".join(str(a) for a in allowed)
             raise RepoError(f"repository {repo} is outside the allowed roots ({shown})")
         return root
+
+    async def allowed_roots(self, ctx: Context) -> list[Path]:
+        """The folders a call may read, the default first.
+
+        The client's roots stand in for a missing --repo; beside --repo they
+        only narrow it, to the folders inside both: a client that lists
+        file:/// must not open the whole disk to a server given one repository.
+        """
+        client = await _client_roots(ctx)
+        if not self.repos:
+            return client or [Path.cwd().resolve()]
+        if not client:
+            return self.repos
+        allowed = list(dict.fromkeys(
+            common
+            for repo in self.repos
+            for root in client
+            if (common := _common_folder(repo, root)) is not None
+        ))
+        if not allowed:
+            raise RepoError(
+                f"the client's roots ({', '.join(map(str, client))}) share no folder with "
+                f"--repo ({', '.join(map(str, self.repos))})"
+            )
+        return allowed
 
     def remember(self, evidence: tuple[Evidence, ...]) -> None:
         with self._evidence_lock:
@@ -99,6 +120,15 @@ class Session:
 def _inside(path: Path, allowed: list[Path]) -> bool:
     resolved = path.expanduser().resolve()
     return any(resolved.is_relative_to(root) for root in allowed)
+
+
+def _common_folder(a: Path, b: Path) -> Path | None:
+    """The folder whose files are inside both ``a`` and ``b``: the deeper one, if nested."""
+    if a.is_relative_to(b):
+        return a
+    if b.is_relative_to(a):
+        return b
+    return None
 
 
 async def _client_roots(ctx: Context) -> list[Path]:

@@ -7,6 +7,12 @@ file as always, and skipped only when a file-system watcher proves that
 nothing under the root changed since the last refresh. Whatever the watcher
 cannot prove (it failed to start, lost events, did not answer in time) falls
 back to the refresh, whose stat walk is the ground truth.
+
+Folders are replaced under a long-lived process: a root deleted and cloned
+again at its path is a folder no watch was put on, and a cache folder cleaned
+under the open index leaves it holding a deleted file, whose lock file cannot
+be made again. Each call compares both with what is at their paths now, and
+starts afresh there when they differ.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from ctx04_core.pipeline import (
     retrieve_in,
 )
 from ctx04_core.plugins import enabled_plugins, plugin_manager
-from ctx04_core.repository import Repo
+from ctx04_core.repository import Repo, resolve_root
 from ctx04_core.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -64,12 +70,15 @@ class ChangeWatcher:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._folder = _identity(root)  # the folder watched: the one at the path now
         self._markers = Path(tempfile.mkdtemp(prefix="ctx04-watch-")).resolve()
         self._stop = threading.Event()
         self._seen = threading.Condition()
         self._asked = 0
         self._reached = 0  # the last marker whose event arrived
-        self._changed = False
+        # A watcher vouches only for the time since it started.
+        self._changed = True
+        self._root_deleted = False
         self._alive = True
         self._thread = threading.Thread(
             target=self._watch, name=f"ctx04-watch {root.name}", daemon=True
@@ -104,6 +113,17 @@ class ChangeWatcher:
         finally:
             marker.unlink(missing_ok=True)
 
+    def follows_root(self) -> bool:
+        """Whether the folder at the root's path is the one watched.
+
+        A root deleted and made again (a fresh clone) is a new folder that no
+        watch was ever put on: none of its edits would arrive. Its inode may be
+        the deleted one's again, so the root's own deletion event counts too.
+        """
+        with self._seen:
+            deleted = self._root_deleted
+        return not deleted and _identity(self.root) == self._folder
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join()
@@ -113,6 +133,7 @@ class ChangeWatcher:
         import watchfiles
 
         markers = str(self._markers)
+        root = str(self.root)
         try:
             for changes in watchfiles.watch(
                 self.root, self._markers, watch_filter=None, debounce=WATCH_DEBOUNCE_MS,
@@ -126,8 +147,10 @@ class ChangeWatcher:
                     and (name := os.path.basename(path)).isdigit()
                 ]
                 elsewhere = any(not path.startswith(markers) for _, path in changes)
+                root_deleted = (watchfiles.Change.deleted, root) in changes
                 with self._seen:
                     self._changed = self._changed or elsewhere
+                    self._root_deleted = self._root_deleted or root_deleted
                     self._reached = max([self._reached, *reached])
                     self._seen.notify_all()
         except Exception as err:  # noqa: BLE001 - any failure means: refresh every call
@@ -162,6 +185,7 @@ class WarmRepository:
         self._watcher = ChangeWatcher(root)
         self._worker = ThreadPoolExecutor(1, thread_name_prefix=f"ctx04 {root.name}")
         self._index: CodeIndex | None = None
+        self._index_file: tuple[int, int] | None = None  # the open index's file when refreshed
         self._refreshed: _Refreshed | None = None
 
     def submit(self, work: Callable[[], T]) -> Future[T]:
@@ -173,6 +197,14 @@ class WarmRepository:
         """The repository as the stages see it, its index up to date (on its thread)."""
         started = time.perf_counter()
         key = (enabled_plugins(pm), settings.exclude_globs, settings.max_file_bytes)
+        resolve_root(self.root)  # while the root is missing, a call fails as the CLI's does
+        if not self._watcher.follows_root():
+            self._watcher.close()
+            self._watcher = ChangeWatcher(self.root)
+        if self._index is not None and _identity(self._index.path) != self._index_file:
+            # The file at the index's path is not the one open: its folder was cleaned
+            # (a cache may be, at any time) or another process rebuilt it. Open that one.
+            self._close_index()
         unchanged = self._watcher.unchanged()
         last = self._refreshed
         if last is not None and last.key == key and unchanged and not force:
@@ -186,6 +218,8 @@ class WarmRepository:
         if self._index is None:
             self._index = CodeIndex.open(self.root, self.index_dir)
         repo, stats = refreshed_repo(self._index, pm, settings)
+        # After the refresh: one that found the index unreadable rebuilt it in a new file.
+        self._index_file = _identity(self._index.path)
         self._refreshed = _Refreshed(key, repo, stats)
         return repo.reopened(), stats
 
@@ -208,7 +242,6 @@ class WarmRepository:
         return rebuilt_once(attempt, self._discard)
 
     def _discard(self, err: Exception) -> str:
-        self._refreshed = None
         self._close_index()
         return CodeIndex.discard(self.root, self.index_dir, err)
 
@@ -219,9 +252,19 @@ class WarmRepository:
         self._watcher.close()
 
     def _close_index(self) -> None:
+        self._refreshed = None  # its repository reads through the index
         if self._index is not None:
             self._index.close()
             self._index = None
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """The device and inode of what is at ``path`` now; None when nothing is."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 class WarmState:

@@ -54,15 +54,15 @@ def server_env(cache: Path) -> dict[str, str]:
 
 @asynccontextmanager
 async def stdio_session(
-    repo: Path, cache: Path, *options: str, roots: list[Path] | None = None
+    repo: Path | None, cache: Path, *options: str, roots: list[Path] | None = None
 ) -> AsyncIterator[ClientSession]:
-    """A client session with ``ctx04 mcp --repo REPO OPTIONS``; with ``roots``, a
-    server given no ``--repo`` and a client that offers these roots."""
+    """A client session with ``ctx04 mcp [--repo REPO] OPTIONS``; with ``roots``, a
+    client that offers these roots."""
 
     async def list_roots(context: object) -> ListRootsResult:
         return ListRootsResult(roots=[Root(uri=root.as_uri()) for root in roots or ()])
 
-    args = ["mcp", *options] if roots is not None else ["mcp", "--repo", str(repo), *options]
+    args = ["mcp", *options] if repo is None else ["mcp", "--repo", str(repo), *options]
     params = StdioServerParameters(command=CTX04, args=args, env=server_env(cache))
     async with (
         stdio_client(params) as (read, write),
@@ -75,7 +75,7 @@ async def stdio_session(
 
 
 def call_once(
-    repo: Path, cache: Path, calls: list[tuple[str, dict[str, Any]]], *options: str,
+    repo: Path | None, cache: Path, calls: list[tuple[str, dict[str, Any]]], *options: str,
     roots: list[Path] | None = None,
 ) -> list[CallToolResult]:
     """The results of ``calls``, in order, from one server started for them."""
@@ -206,7 +206,7 @@ def test_without_a_repo_the_client_roots_are_the_allowed_repositories(
 ) -> None:
     elsewhere = make_git_repo(tmp_path / "elsewhere", SHOP).resolve()
     default, outside = call_once(
-        server.repo, tmp_path / "cache",
+        None, tmp_path / "cache",
         [("retrieve", {"task": TASK}), ("retrieve", {"task": TASK, "repo": str(elsewhere)})],
         roots=[server.repo],
     )
