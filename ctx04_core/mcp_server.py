@@ -89,6 +89,8 @@ class Session:
         The client's roots stand in for a missing --repo; beside --repo they
         only narrow it, to the folders inside both: a client that lists
         file:/// must not open the whole disk to a server given one repository.
+        Roots with nothing in common with --repo are the client's other work
+        (a user-wide configuration opened on another project): --repo stands.
         """
         client = await _client_roots(ctx)
         if not self.repos:
@@ -101,12 +103,7 @@ class Session:
             for root in client
             if (common := _common_folder(repo, root)) is not None
         ))
-        if not allowed:
-            raise RepoError(
-                f"the client's roots ({', '.join(map(str, client))}) share no folder with "
-                f"--repo ({', '.join(map(str, self.repos))})"
-            )
-        return allowed
+        return allowed or self.repos
 
     def remember(self, evidence: tuple[Evidence, ...]) -> None:
         with self._evidence_lock:
