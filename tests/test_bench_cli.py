@@ -91,17 +91,22 @@ def test_eval_ctx04(runs: Runs) -> None:
         {"path": "calc/ops.py", "lines": [[23, 25]]},
         {"path": "calc/ops.py", "lines": [[4, 4]]},
     ]
+    # Gold lines 4, 21 and 24: the slice shows 4 and 24; Stats (18-28) holds
+    # 21 and 24, the module (rank 4) all three.
     assert second["metrics"] == metrics(
-        recall_at_1=1 / 3, recall_at_3=2 / 3, irrelevant_context_ratio=0.0, tokens=157.0,
+        recall_at_1=1 / 3, recall_at_3=2 / 3, line_recall=2 / 3, line_recall_at_1=2 / 3,
+        line_recall_at_3=2 / 3, irrelevant_context_ratio=0.0, tokens=157.0,
     )
     assert "ctx04 eval: ctx04: 2 instances, 0 errored" in runs.ctx04.stdout
     rows = table(runs.ctx04.stdout)
     assert {m: rows[m] for m in METRICS} == {
         "file_acc@1": ["1.000"], "file_acc@5": ["1.000"], "file_acc@10": ["1.000"],
-        "function_acc@5": ["1.000"], "function_acc@10": ["1.000"], "recall@1": ["0.667"],
+        "function_acc@5": ["1.000"], "function_acc@10": ["1.000"],
+        "function_acc_read@5": ["1.000"], "function_acc_read@10": ["1.000"], "recall@1": ["0.667"],
         "recall@3": ["0.833"], "recall@5": ["1.000"], "mrr": ["1.000"],
         "required_file_recall": ["1.000"], "required_symbol_recall": ["1.000"],
-        "irrelevant_context_ratio": ["0.000"], "tokens": ["120.5"],
+        "line_recall": ["0.833"], "line_recall@1": ["0.833"], "line_recall@3": ["0.833"],
+        "line_recall@5": ["1.000"], "irrelevant_context_ratio": ["0.000"], "tokens": ["120.5"],
     }
     for timing in ("seconds_p50", "seconds_p95", "index_seconds_median", "index_seconds_total"):
         assert re.fullmatch(r"\d+\.\d\d", rows[timing][0])
@@ -133,8 +138,9 @@ def test_eval_bm25(runs: Runs) -> None:
         "calc.ops.Stats", "calc.ops", "calc.ops.Stats.mean", "calc.ops.divide",
         "calc.ops.Stats.spread",
     ]
-    assert second["metrics"] == metrics(recall_at_1=1 / 3, irrelevant_context_ratio=0.0,
-                                        tokens=290.0)
+    # Stats (18-28) holds gold lines 21 and 24 of 4, 21, 24; the module, all three.
+    assert second["metrics"] == metrics(recall_at_1=1 / 3, line_recall_at_1=2 / 3,
+                                        irrelevant_context_ratio=0.0, tokens=290.0)
     rows = table(runs.bm25.stdout)
     assert (rows["recall@1"], rows["irrelevant_context_ratio"], rows["tokens"]) == (
         ["0.667"], ["0.188"], ["322.5"]
@@ -273,11 +279,12 @@ def test_eval_per_language(runs: Runs) -> None:
         assert [r["language"] for r in records(outs[system])] == ["Python", "Python", "Go"]
         rows = table(done.stdout)
         assert rows["language"] == [
-            "n", "file@1", "file@5", "file@10", "fn@5", "fn@10", "r@1", "r@3", "r@5", "MRR",
-            "file rec", "sym rec", "irrel", "tokens",
+            "n", "file@1", "file@5", "file@10", "fn@5", "fn@10", "fnr@5", "fnr@10", "r@1", "r@3",
+            "r@5", "MRR", "file rec", "sym rec", "lines", "lines@1", "lines@3", "lines@5",
+            "irrel", "tokens",
         ]
         # Go: the failed instance only, scored as an empty retrieval.
-        assert rows["Go"] == ["1", *(["0.000"] * 11), "1.000", "0.0"]
+        assert rows["Go"] == ["1", *(["0.000"] * 17), "1.000", "0.0"]
         # Python: the two instances as test_eval_ctx04 and test_eval_bm25 score them.
         python = dict(zip(METRICS, rows["Python"][1:], strict=True))
         assert rows["Python"][0] == "2"
@@ -290,7 +297,7 @@ def test_eval_per_language(runs: Runs) -> None:
     assert done.returncode == 0, done.stderr
     assert "per language, Δ (B − A):" in done.stdout
     rows = table(done.stdout)
-    assert rows["Go"] == ["1", *(["+0.000"] * 12), "+0.0"]
+    assert rows["Go"] == ["1", *(["+0.000"] * 18), "+0.0"]
     python = dict(zip(METRICS, rows["Python"][1:], strict=True))
     assert (python["recall@3"], python["tokens"]) == ("+0.167", "+202.0")
     # Unlabelled records give no per-language table.

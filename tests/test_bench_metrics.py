@@ -14,6 +14,7 @@ from ctx04_core.bench.metrics import (
     Answer,
     RankedItem,
     Shown,
+    Symbol,
     nearest_rank,
     score,
     summarise,
@@ -51,20 +52,31 @@ SHOWN = (
 )
 
 
+def nothing_inside(item: RankedItem) -> tuple[Symbol, ...]:
+    return ()
+
+
 def test_every_metric_exactly() -> None:
-    values = score(GOLD, Answer(RANKED, SHOWN, tokens=123, seconds=0.5, index_seconds=0.1))
+    values = score(GOLD, Answer(RANKED, SHOWN, tokens=123, seconds=0.5, index_seconds=0.1),
+                   nothing_inside)
     assert values == {
         "file_acc@1": 0.0,  # distinct files in rank order: c, a, d, b
         "file_acc@5": 1.0,
         "file_acc@10": 1.0,
         "function_acc@5": 0.0,  # b.C.m is the 6th distinct symbol
         "function_acc@10": 1.0,
+        "function_acc_read@5": 0.0,  # no container: read as ranked
+        "function_acc_read@10": 1.0,
         "recall@1": 0.0,
         "recall@3": 0.5,
         "recall@5": 0.5,
         "mrr": 0.5,
         "required_file_recall": 0.5,  # b.py is ranked but not shown
         "required_symbol_recall": 0.5,
+        "line_recall": 0.5,  # a.py 10 is shown, b.py 50 is not
+        "line_recall@1": 0.0,  # every span is lines 1-2
+        "line_recall@3": 0.0,
+        "line_recall@5": 0.0,
         "irrelevant_context_ratio": 14 / 21,  # 10 (c.py) + 2 (a.py 26, 27) + 2 (d.py)
         "tokens": 123.0,
     }
@@ -73,24 +85,51 @@ def test_every_metric_exactly() -> None:
 
 def test_ranks_are_read_in_rank_order() -> None:
     shuffled = tuple(reversed(RANKED))
-    assert score(GOLD, Answer(shuffled, SHOWN, 123, 0.5, None)) == score(
-        GOLD, Answer(RANKED, SHOWN, 123, 0.5, None)
+    assert score(GOLD, Answer(shuffled, SHOWN, 123, 0.5, None), nothing_inside) == score(
+        GOLD, Answer(RANKED, SHOWN, 123, 0.5, None), nothing_inside
     )
 
 
 def test_nothing_shown_and_nothing_found() -> None:
-    values = score(GOLD, Answer((item(1, "z.py", "z.q", False),), (), 0, 0.1, None))
+    values = score(GOLD, Answer((item(1, "z.py", "z.q", False),), (), 0, 0.1, None),
+                   nothing_inside)
     assert values == {**FAILED, "irrelevant_context_ratio": 1.0}
 
 
 def test_a_file_symbol_is_found_by_a_candidate_without_qualname() -> None:
     gold = Gold(("x.txt",), {"x.txt": (3,)}, (GoldSymbol("x.txt", None, "file", ((1, 9),)),))
     values = score(gold, Answer((item(1, "x.txt", None, True),), (Shown("x.txt", (1, 40)),), 7,
-                                0.1, None))
+                                0.1, None), nothing_inside)
     assert (values["function_acc@5"], values["mrr"], values["required_symbol_recall"]) == (
         1.0, 1.0, 1.0
     )
     assert values["irrelevant_context_ratio"] == 0.5  # line 40 is 37 lines from line 3
+
+
+def test_a_container_is_read_as_the_definitions_inside_it() -> None:
+    inside = {
+        # In line order, as the gold's parser gives them.
+        ("b.py", "b"): [("b.py", "b.C"), ("b.py", "b.C.k"), ("b.py", "b.C.m")],
+        ("c.py", "c.C"): [("c.py", f"c.C.m{i}") for i in range(6)],
+    }
+
+    def covered(ranked: RankedItem) -> list[Symbol]:
+        return inside[ranked.symbol]
+
+    module = RankedItem(1, "b.py", 1, 100, "b", "module", True)
+    function = RankedItem(2, "a.py", 5, 20, "a.f", "function", True)
+    values = score(GOLD, Answer((module, function), (), 0, 0.1, None), covered)
+    # Read: b, b.C, b.C.k, b.C.m, a.f; ranked: b, a.f.
+    assert (values["function_acc@5"], values["function_acc_read@5"]) == (0.0, 1.0)
+    assert (values["line_recall@1"], values["line_recall@3"]) == (0.5, 1.0)
+    assert values["line_recall"] == 0.0
+    # A class of six methods ahead of the function pushes it out of the first 5.
+    big = RankedItem(1, "c.py", 1, 90, "c.C", "class", True)
+    second = RankedItem(2, "a.py", 5, 20, "a.f", "function", True)
+    third = RankedItem(3, "b.py", 40, 60, "b.C.m", "method", True)
+    values = score(GOLD, Answer((big, second, third), (), 0, 0.1, None), covered)
+    assert (values["function_acc@5"], values["function_acc_read@5"],
+            values["function_acc_read@10"]) == (1.0, 0.0, 1.0)
 
 
 def test_nearest_rank_percentiles() -> None:

@@ -402,9 +402,12 @@ def _show_summary(summary: Summary, title: str) -> None:
 # names them, so a row fits a terminal line.
 SHORT_NAMES = {
     "file_acc@1": "file@1", "file_acc@5": "file@5", "file_acc@10": "file@10",
-    "function_acc@5": "fn@5", "function_acc@10": "fn@10", "recall@1": "r@1",
+    "function_acc@5": "fn@5", "function_acc@10": "fn@10", "function_acc_read@5": "fnr@5",
+    "function_acc_read@10": "fnr@10", "recall@1": "r@1",
     "recall@3": "r@3", "recall@5": "r@5", "mrr": "MRR", "required_file_recall": "file rec",
-    "required_symbol_recall": "sym rec", "irrelevant_context_ratio": "irrel", "tokens": "tokens",
+    "required_symbol_recall": "sym rec", "line_recall": "lines", "line_recall@1": "lines@1",
+    "line_recall@3": "lines@3", "line_recall@5": "lines@5", "irrelevant_context_ratio": "irrel",
+    "tokens": "tokens",
 }
 
 

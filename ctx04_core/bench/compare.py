@@ -4,7 +4,8 @@ Two runs are compared over the instances both contain, so a run cut short
 or restricted by ``--ids`` is compared like for like.
 
 The §7.4 rule: the candidate wins iff at least one of recall@1/3/5, MRR,
-required-file recall and required-symbol recall strictly improves, none of
+required-file recall, required-symbol recall and line recall (the share of
+the gold lines the slice shows, issue 22) strictly improves, none of
 them regresses, the irrelevant-context ratio and the tokens retrieved do not
 rise, and the end-to-end guards hold: resolve rate not lower, cost and
 end-to-end tokens per instance at most 1.5 × current. A guard is checked
@@ -28,6 +29,7 @@ from ctx04_core.bench.metrics import METRICS, Summary, summarise
 
 RETRIEVAL = (
     "recall@1", "recall@3", "recall@5", "mrr", "required_file_recall", "required_symbol_recall",
+    "line_recall",
 )
 NOISE = ("irrelevant_context_ratio", "tokens")
 # (row name, record field, bound on candidate / current); None: must not be lower.

@@ -88,13 +88,23 @@ def gold_from_patch(patch: str, tree: Path, pm: pluggy.PluginManager) -> Gold:
     if not lines:
         raise GoldError("the patch edits no file that exists at the base commit")
     symbols: list[GoldSymbol] = []
-    root = tree.resolve()
     for path, numbers in lines.items():
-        target = (root / path).resolve()
-        # A patch names its files; one naming a path outside the tree reads nothing.
-        text = _read(target) if target.is_relative_to(root) else None
-        symbols.extend(file_symbols(path, text, numbers, pm))
+        symbols.extend(file_symbols(path, _tree_text(tree, path), numbers, pm))
     return Gold(tuple(lines), lines, tuple(symbols))
+
+
+def file_definitions(tree: Path, path: str, pm: pluggy.PluginManager) -> tuple[Node, ...]:
+    """The definitions of the base tree's file ``path``, as the gold reads them;
+    none when it does not parse."""
+    parsed = _parse(path, _tree_text(tree, path), pm)
+    return parsed.nodes if parsed is not None else ()
+
+
+def _tree_text(tree: Path, path: str) -> str | None:
+    root = tree.resolve()
+    target = (root / path).resolve()
+    # A patch names its files; one naming a path outside the tree reads nothing.
+    return _read(target) if target.is_relative_to(root) else None
 
 
 def file_symbols(

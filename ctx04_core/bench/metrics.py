@@ -6,11 +6,19 @@ Definitions (per instance; a run's value is the mean over its instances):
   file is among the first k distinct files of the ranked list, in rank order.
 - ``function_acc@k`` (k = 5, 10): 1 when every gold symbol is among the
   first k distinct symbols of the ranked list.
+- ``function_acc_read@k`` (k = 5, 10): the same, with the ranked list read
+  the way an agent reads it: a class (or other type) or module candidate
+  stands for itself and then every definition inside it, in line order, so
+  a 400-line module at rank 2 has not pointed at one of its functions.
 - ``recall@k`` (k = 1, 3, 5): the share of gold symbols that are the symbol
   of one of the first k candidates.
 - ``mrr``: 1 / rank of the first candidate whose symbol is a gold symbol, 0 if none.
 - ``required_file_recall`` / ``required_symbol_recall``: the share of gold
   files / symbols that are the file / symbol of an included (shown) candidate.
+- ``line_recall``: the share of gold lines (over all gold files) that the
+  slice shows; 0 when the gold has no line.
+- ``line_recall@k`` (k = 1, 3, 5): the share of gold lines inside the whole
+  span of one of the first k candidates: what the ranking offers a slice.
 - ``irrelevant_context_ratio``: the share of the slice's shown lines that
   are in no gold symbol's region and farther than ``NEAR_LINES`` lines from
   every gold line of the same file (a line of a file with no gold is
@@ -42,25 +50,32 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ctx04_core.bench.gold import Gold
+from ctx04_core.types import TYPE_KINDS
 
 NEAR_LINES = 15
 FILE_ACC_KS = (1, 5, 10)
 FUNCTION_ACC_KS = (5, 10)
 RECALL_KS = (1, 3, 5)
+LINE_RECALL_KS = (1, 3, 5)
+# Candidates that stand for the definitions inside them when read.
+CONTAINER_KINDS = TYPE_KINDS | {"module"}
 
 # Every metric, in the order tables show them.
 METRICS = (
     *(f"file_acc@{k}" for k in FILE_ACC_KS),
     *(f"function_acc@{k}" for k in FUNCTION_ACC_KS),
+    *(f"function_acc_read@{k}" for k in FUNCTION_ACC_KS),
     *(f"recall@{k}" for k in RECALL_KS),
     "mrr",
     "required_file_recall",
     "required_symbol_recall",
+    "line_recall",
+    *(f"line_recall@{k}" for k in LINE_RECALL_KS),
     "irrelevant_context_ratio",
     "tokens",
 )
@@ -68,6 +83,8 @@ LOWER_IS_BETTER = frozenset({"irrelevant_context_ratio", "tokens"})
 FAILED: dict[str, float] = {m: 1.0 if m == "irrelevant_context_ratio" else 0.0 for m in METRICS}
 
 Symbol = tuple[str, str | None]
+# The definitions inside a container candidate, as (path, qualname), in line order.
+Covered = Callable[["RankedItem"], Sequence[Symbol]]
 
 
 @dataclass(frozen=True)
@@ -120,28 +137,56 @@ class Answer:
     door: dict[str, Any] | None = None
 
 
-def score(gold: Gold, answer: Answer) -> dict[str, float]:
-    """Every metric of one instance."""
+def score(gold: Gold, answer: Answer, covered: Covered) -> dict[str, float]:
+    """Every metric of one instance; ``covered`` gives the definitions inside
+    a container candidate (see ``function_acc_read@k``)."""
     ranked = sorted(answer.ranked, key=lambda r: r.rank)
     gold_files = set(gold.files)
     gold_symbols = {s.key for s in gold.symbols}
     files = _distinct(r.path for r in ranked)
     symbols = _distinct(r.symbol for r in ranked)
+    read = reading_order(ranked, covered)
     included = [r for r in ranked if r.included]
     values: dict[str, float] = {}
     for k in FILE_ACC_KS:
         values[f"file_acc@{k}"] = float(gold_files <= set(files[:k]))
     for k in FUNCTION_ACC_KS:
         values[f"function_acc@{k}"] = float(gold_symbols <= set(symbols[:k]))
+    for k in FUNCTION_ACC_KS:
+        values[f"function_acc_read@{k}"] = float(gold_symbols <= set(read[:k]))
     for k in RECALL_KS:
         values[f"recall@{k}"] = _share(gold_symbols, {r.symbol for r in ranked[:k]})
     first = next((r.rank for r in ranked if r.symbol in gold_symbols), None)
     values["mrr"] = 1.0 / first if first else 0.0
     values["required_file_recall"] = _share(gold_files, {r.path for r in included})
     values["required_symbol_recall"] = _share(gold_symbols, {r.symbol for r in included})
+    values["line_recall"] = line_recall(
+        gold, ((part.path, n) for part in answer.shown for n in part.lines)
+    )
+    for k in LINE_RECALL_KS:
+        values[f"line_recall@{k}"] = line_recall(gold, (
+            (r.path, n) for r in ranked[:k] for n in range(r.start_line, r.end_line + 1)
+        ))
     values["irrelevant_context_ratio"] = irrelevant_ratio(gold, answer.shown)
     values["tokens"] = float(answer.tokens)
     return values
+
+
+def reading_order(ranked: Sequence[RankedItem], covered: Covered) -> list[Symbol]:
+    """The distinct symbols of ``ranked`` (in rank order) as an agent reads
+    them: each container candidate followed by the definitions inside it."""
+    read: list[Symbol] = []
+    for item in ranked:
+        read.append(item.symbol)
+        if item.kind in CONTAINER_KINDS:
+            read.extend(covered(item))
+    return _distinct(read)
+
+
+def line_recall(gold: Gold, seen: Iterable[tuple[str, int]]) -> float:
+    """The share of the gold lines among ``seen`` (path, line number) pairs."""
+    wanted = {(path, n) for path, numbers in gold.lines.items() for n in numbers}
+    return len(wanted & set(seen)) / len(wanted) if wanted else 0.0
 
 
 def irrelevant_ratio(gold: Gold, shown: Iterable[Shown]) -> float:

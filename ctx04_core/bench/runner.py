@@ -19,8 +19,8 @@ from typing import Any
 import pluggy
 
 from ctx04_core.bench.dataset import Instance
-from ctx04_core.bench.gold import gold_from_patch, runs
-from ctx04_core.bench.metrics import FAILED, Answer, score
+from ctx04_core.bench.gold import file_definitions, gold_from_patch, runs
+from ctx04_core.bench.metrics import FAILED, Answer, Covered, RankedItem, Symbol, score
 from ctx04_core.bench.systems import BM25_SETTINGS, SYSTEMS, run_bm25, run_ctx04
 from ctx04_core.bench.trees import default_cache_dir, materialise, tree_dir
 from ctx04_core.executors import Executor, WorkerLost, run_tasks
@@ -163,13 +163,30 @@ def evaluate(
         {"path": s.path, "lines": [list(run) for run in runs(list(s.lines))]}
         for s in answer.shown
     ]
-    record["metrics"] = score(gold, answer)
+    record["metrics"] = score(gold, answer, _covered(tree.root, loaded_plugins()))
     record["tokens"] = answer.tokens
     record["door"] = answer.door
     record["seconds"] = round(answer.seconds, 3)
     if answer.index_seconds is not None:
         record["index_seconds"] = round(answer.index_seconds, 3)
     return record
+
+
+def _covered(tree: Path, pm: pluggy.PluginManager) -> Covered:
+    """The definitions inside a ranked container, read from the base tree as
+    the gold is."""
+    definitions = functools.cache(lambda path: file_definitions(tree, path, pm))
+
+    def covered(item: RankedItem) -> list[Symbol]:
+        inside = [
+            node for node in definitions(item.path)
+            if node.qualname != item.qualname
+            and item.start_line <= node.span.start_line <= node.span.end_line <= item.end_line
+        ]
+        return [(item.path, node.qualname)
+                for node in sorted(inside, key=lambda n: n.span.start_line)]
+
+    return covered
 
 
 def _answer(
