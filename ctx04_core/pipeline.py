@@ -325,13 +325,13 @@ def _bounded(text: str, what: str, settings: Settings) -> tuple[str, tuple[Diagn
 
     Every stage scores the task's terms against every candidate, so a task of
     megabytes (a pasted log) would cost minutes; its head says what it is about.
+    The cut says where, not how much it dropped: a file is read no further.
     """
     if len(text) <= settings.max_task_chars:
         return text, ()
     cut = Diagnostic(
         "omitted", "task text budget",
-        detail=f"the {what} text's {len(text)} characters were cut to the first "
-        f"{settings.max_task_chars}",
+        detail=f"the {what} text was cut to its first {settings.max_task_chars} characters",
     )
     return text[: settings.max_task_chars], (cut,)
 
