@@ -92,12 +92,12 @@ def read_text_file(path: Path, what: str, max_chars: int | None = None) -> str:
     ``max_chars`` + 1 characters: one past the budget shows the text was cut.
 
     Only a regular file is read: a FIFO or a device may block forever or never
-    end.
+    end. Undecodable bytes stay surrogates, for the pipeline to escape and report.
     """
     limit = -1 if max_chars is None else max_chars + 1
     try:
         if str(path) == "-":
-            stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+            stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
             try:
                 return stdin.read(limit)
             finally:
@@ -107,7 +107,7 @@ def read_text_file(path: Path, what: str, max_chars: int | None = None) -> str:
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):
             os.close(descriptor)
             fail(f"cannot read {what} {path}: not a regular file (give - to read stdin)")
-        with open(descriptor, encoding="utf-8", errors="replace") as text:
+        with open(descriptor, encoding="utf-8", errors="surrogateescape") as text:
             return text.read(limit)
     except OSError as err:
         fail(f"cannot read {what} {path}: {err.strerror or err}")
@@ -425,10 +425,12 @@ def vet(
 
     Example: ctx04 vet patch.diff --trace session.jsonl
     """
+    from ctx04_core.pipeline import escaped
     from ctx04_core.vetting import TraceError, evidence_from_trace
     from ctx04_core.vetting import vet as judge
 
-    text = read_text_file(artifact, "artifact")
+    # Escaped as a task is, so no vet plugin is handed text it cannot encode.
+    text, _ = escaped(read_text_file(artifact, "artifact"))
     try:
         evidence = evidence_from_trace(trace)
     except TraceError as err:

@@ -1,14 +1,17 @@
-"""Hostile inputs from the person or agent asking: files that never end or block.
+"""Hostile inputs from the person or agent asking: files that never end or block,
+and task text that is not valid UTF-8.
 
-Each case runs the real ``ctx04`` command as a subprocess over a real git
-repository: a file the user names is read no further than the task budget,
-and only when it is a regular file.
+Each case runs the real ``ctx04`` command (or ``ctx04 mcp``) as a subprocess
+over a real git repository: a file the user names is read no further than the
+task budget, and only when it is a regular file; undecodable text comes out
+escaped, with a diagnostic, in every output.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +29,14 @@ TASK = "parse_order splits on the wrong separator"
 WAIT_S = 60
 CUT = {"kind": "omitted", "reason": "task text budget", "path": None,
        "detail": f"the task text was cut to its first {Settings().max_task_chars} characters"}
+# The task, the test and the error as a shell hands them over: bytes that are not UTF-8.
+RAW_TASK = b"parse_order fails with 'bad\xff\xfe' on input"
+ESCAPED = {"kind": "excluded", "reason": "task text is not valid UTF-8", "path": None,
+           "detail": "2 escaped, first \\xff"}
+CLOSING = (
+    "Coverage: excluded 1 (task text is not valid UTF-8: 2 escaped, first \\xff); "
+    "recall is not exhaustive.\n"
+)
 
 
 @pytest.fixture
@@ -118,3 +129,89 @@ def test_an_error_file_over_the_budget_is_cut_and_the_cut_said(
     assert utf8_json(done.stdout)["diagnostics"]["coverage"] == [
         {**CUT, "detail": CUT["detail"].replace("task", "error")}
     ]
+
+
+# --- defect 4: a task that is not valid UTF-8 --------------------------------------------
+
+
+def test_an_undecodable_task_gives_utf8_json_with_its_bytes_escaped(repo: Path) -> None:
+    done = ctx04("retrieve", RAW_TASK, "--repo", repo, "--test", b"tests/t\xff.py::test_a",
+                 "--format", "json")
+    assert done.returncode == 0, done.stderr
+    result = utf8_json(done.stdout)
+    assert result["query"]["error_strings"] == ["bad\\xff\\xfe"]
+    assert result["query"]["test_names"] == ["tests/t\\xff.py::test_a"]
+    assert result["query"]["goal_hint"] == "parse_order fails with 'bad\\xff\\xfe' on input"
+    assert result["diagnostics"]["coverage"] == [
+        ESCAPED,
+        {**ESCAPED, "reason": "test text is not valid UTF-8", "detail": "1 escaped, first \\xff"},
+    ]
+    assert result["candidates"][0]["qualname"] == "app.parse_order"
+
+
+def test_an_undecodable_task_gives_a_trace_record_and_markdown(
+    repo: Path, tmp_path: Path
+) -> None:
+    trace = tmp_path / "session.jsonl"
+    done = ctx04("retrieve", RAW_TASK, "--repo", repo, "--trace", trace, "--format", "markdown")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode("utf-8").endswith(CLOSING)
+    [record] = [utf8_json(line) for line in trace.read_bytes().splitlines()]
+    assert record["query"]["error_strings"] == ["bad\\xff\\xfe"]
+    assert record["diagnostics"] == [ESCAPED]
+
+
+def test_an_undecodable_error_file_is_escaped_and_said(repo: Path, tmp_path: Path) -> None:
+    log = tmp_path / "error.log"
+    log.write_bytes(b"ValueError: bad field '\xc3(' in parse_order\n")
+    done = ctx04("retrieve", TASK, "--repo", repo, "--error-file", log, "--format", "json")
+    assert done.returncode == 0, done.stderr
+    result = utf8_json(done.stdout)
+    assert result["query"]["error_strings"] == [
+        "\\xc3(", "ValueError: bad field '\\xc3(' in parse_order"
+    ]
+    assert result["diagnostics"]["coverage"] == [
+        {**ESCAPED, "reason": "error text is not valid UTF-8", "detail": "1 escaped, first \\xc3"}
+    ]
+
+
+def test_mcp_answers_an_undecodable_task_with_utf8(repo: Path, tmp_path: Path) -> None:
+    """Raw JSON-RPC over the real server's stdio: the SDK's client cannot encode
+    such a task, an agent's own client can send its bytes."""
+    trace = tmp_path / "mcp.jsonl"
+    server = subprocess.Popen(
+        [CTX04, "mcp", "--repo", str(repo), "--trace", str(trace)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def send(message: bytes) -> None:
+        assert server.stdin is not None
+        server.stdin.write(message + b"\n")
+        server.stdin.flush()
+
+    def answer() -> Any:
+        assert server.stdout is not None
+        ready, _, _ = select.select([server.stdout], [], [], WAIT_S)
+        assert ready, f"no answer within {WAIT_S} s"
+        return utf8_json(server.stdout.readline())
+
+    try:
+        send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}).encode())
+        answer()
+        send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+        send(b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": '
+             b'{"name": "retrieve", "arguments": {"task": "' + RAW_TASK + b'"}}}')
+        called = answer()
+    finally:
+        server.stdin.close()
+        server.wait(timeout=WAIT_S)
+    result = called["result"]
+    assert result["isError"] is False
+    # The SDK's stdio transport decodes with errors="replace" before the tool sees the task.
+    assert result["structuredContent"]["query"]["error_strings"] == ["bad\ufffd\ufffd"]
+    assert result["structuredContent"]["candidates"][0]["qualname"] == "app.parse_order"
+    [record] = [utf8_json(line) for line in trace.read_bytes().splitlines()]
+    assert record["query"] == result["structuredContent"]["query"]
