@@ -6,7 +6,10 @@ commands so ``ctx04 --help`` starts fast.
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import stat
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -84,11 +87,28 @@ DisableOption = Annotated[
 ]
 
 
-def read_text_file(path: Path, what: str) -> str:
+def read_text_file(path: Path, what: str, max_chars: int | None = None) -> str:
+    """The text of a file the user names (``-``: stdin), read no further than
+    ``max_chars`` + 1 characters: one past the budget shows the text was cut.
+
+    Only a regular file is read: a FIFO or a device may block forever or never
+    end. Undecodable bytes stay surrogates, for the pipeline to escape and report.
+    """
+    limit = -1 if max_chars is None else max_chars + 1
     try:
         if str(path) == "-":
-            return sys.stdin.read()
-        return path.read_text(encoding="utf-8", errors="replace")
+            stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
+            try:
+                return stdin.read(limit)
+            finally:
+                stdin.detach()
+        # Non-blocking, so opening a FIFO that has no writer returns at once.
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            os.close(descriptor)
+            fail(f"cannot read {what} {path}: not a regular file (give - to read stdin)")
+        with open(descriptor, encoding="utf-8", errors="surrogateescape") as text:
+            return text.read(limit)
     except OSError as err:
         fail(f"cannot read {what} {path}: {err.strerror or err}")
 
@@ -154,24 +174,26 @@ def retrieve(
 
     Example: ctx04 retrieve "QuerySet.only() after select_related() crashes" --repo ~/src/django
     """
+    from ctx04_core.pipeline import retrieve as run
     from ctx04_core.settings import Settings
 
-    parts = [task or ""]
-    if task_file is not None:
-        parts.append(read_text_file(task_file, "task file"))
-    latest_error = read_text_file(error_file, "error file") if error_file else None
-    task_text = "\n".join(p for p in parts if p.strip())
-    if not task_text.strip() and latest_error:
-        task_text = latest_error
     overrides = {} if budget is None else {"budget_tokens": budget}
-    from ctx04_core.pipeline import retrieve as run
-
-    with bad_input_exits_2(), indexing_progress() as progress:
+    with bad_input_exits_2():
         settings = (
             Settings.compact(**overrides)
             if profile is Profile.compact
             else Settings().with_overrides(**overrides)
         )
+    parts = [task or ""]
+    if task_file is not None:
+        parts.append(read_text_file(task_file, "task file", settings.max_task_chars))
+    latest_error = (
+        read_text_file(error_file, "error file", settings.max_task_chars) if error_file else None
+    )
+    task_text = "\n".join(p for p in parts if p.strip())
+    if not task_text.strip() and latest_error:
+        task_text = latest_error
+    with bad_input_exits_2(), indexing_progress() as progress:
         result = run(
             task_text, repo, latest_error=latest_error, test=test, settings=settings,
             disable=disable or (), index_dir=index_dir, progress=progress,
@@ -403,10 +425,12 @@ def vet(
 
     Example: ctx04 vet patch.diff --trace session.jsonl
     """
+    from ctx04_core.pipeline import escaped
     from ctx04_core.vetting import TraceError, evidence_from_trace
     from ctx04_core.vetting import vet as judge
 
-    text = read_text_file(artifact, "artifact")
+    # Escaped as a task is, so no vet plugin is handed text it cannot encode.
+    text, _ = escaped(read_text_file(artifact, "artifact"))
     try:
         evidence = evidence_from_trace(trace)
     except TraceError as err:

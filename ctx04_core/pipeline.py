@@ -3,6 +3,7 @@ prune, assemble."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
@@ -135,7 +136,7 @@ def retrieve(
     """
     started = time.perf_counter()
     settings = settings or Settings()
-    task, latest_error, notes = checked_task(task, latest_error, settings)
+    task, latest_error, test, notes = checked_task(task, latest_error, test, settings)
     root = resolve_root(repo)
     if plugins is not None and (tuple(disable) or only is not None):
         raise ValueError("retrieve: give loaded plugins or disable/only, not both")
@@ -174,16 +175,25 @@ def rebuilt_once(
 
 
 def checked_task(
-    task: str, latest_error: str | None, settings: Settings
-) -> tuple[str, str | None, tuple[Diagnostic, ...]]:
-    """The task and error texts cut to their budget, and the cuts; an empty task is refused."""
+    task: str, latest_error: str | None, test: str | None, settings: Settings
+) -> tuple[str, str | None, str | None, tuple[Diagnostic, ...]]:
+    """The task, error and test texts made valid UTF-8 and cut to their budget, and
+    what was escaped or cut; an empty task is refused.
+
+    Every caller's text enters here (command-line bytes decoded with
+    ``surrogateescape``, a file's, a client's), so that every output built
+    from the query (JSON, markdown, the trace) can encode it.
+    """
     if not task.strip():
         raise TaskError("the task is empty: give the issue text, a --task-file or an --error-file")
-    task, notes = _bounded(task, "task", settings)
+    task, notes = _admitted(task, "task", settings)
     if latest_error is not None:
-        latest_error, cut = _bounded(latest_error, "error", settings)
-        notes += cut
-    return task, latest_error, notes
+        latest_error, more = _admitted(latest_error, "error", settings)
+        notes += more
+    if test is not None:
+        test, more = _admitted(test, "test", settings)
+        notes += more
+    return task, latest_error, test, notes
 
 
 def require_assemble(pm: pluggy.PluginManager) -> None:
@@ -320,26 +330,56 @@ def _assembled(
     return context
 
 
-def _bounded(text: str, what: str, settings: Settings) -> tuple[str, tuple[Diagnostic, ...]]:
-    """``text`` cut to ``settings.max_task_chars``, and the omission when it was cut.
+def _admitted(text: str, what: str, settings: Settings) -> tuple[str, tuple[Diagnostic, ...]]:
+    """``text`` made valid UTF-8, then cut to ``settings.max_task_chars``; a
+    diagnostic for each change.
 
     Every stage scores the task's terms against every candidate, so a task of
     megabytes (a pasted log) would cost minutes; its head says what it is about.
+    The cut says where, not how much it dropped: a file is read no further.
     """
-    if len(text) <= settings.max_task_chars:
-        return text, ()
-    cut = Diagnostic(
-        "omitted", "task text budget",
-        detail=f"the {what} text's {len(text)} characters were cut to the first "
-        f"{settings.max_task_chars}",
-    )
-    return text[: settings.max_task_chars], (cut,)
+    text, escapes = escaped(text)
+    notes: tuple[Diagnostic, ...] = ()
+    if escapes:
+        notes += (Diagnostic(
+            "excluded", f"{what} text is not valid UTF-8",
+            detail=f"{len(escapes)} escaped, first {escapes[0]}",
+        ),)
+    if len(text) > settings.max_task_chars:
+        text = text[: settings.max_task_chars]
+        notes += (Diagnostic(
+            "omitted", "task text budget",
+            detail=f"the {what} text was cut to its first {settings.max_task_chars} characters",
+        ),)
+    return text, notes
+
+
+# Half of a surrogate pair, alone: a character no UTF-8 encoder accepts.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escaped(text: str) -> tuple[str, list[str]]:
+    """``text`` with each lone surrogate written as a backslash escape, and the escapes.
+
+    ``surrogateescape`` decoding (command-line arguments, files the user
+    names, ripgrep's paths) keeps each undecodable byte as a surrogate
+    U+DC80..U+DCFF: it is written as that byte (``\\xff``); any other
+    surrogate as its code point (``\\ud800``).
+    """
+    escapes: list[str] = []
+
+    def escape(match: re.Match[str]) -> str:
+        point = ord(match.group())
+        written = f"\\x{point - 0xDC00:02x}" if 0xDC80 <= point <= 0xDCFF else f"\\u{point:04x}"
+        escapes.append(written)
+        return written
+
+    return _LONE_SURROGATE.sub(escape, text), escapes
 
 
 def _unnameable(path: str) -> Diagnostic:
     """The refusal of a file whose name is not UTF-8, its bytes shown as escapes."""
-    shown = path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return Diagnostic("excluded", "file name is not valid UTF-8", shown)
+    return Diagnostic("excluded", "file name is not valid UTF-8", escaped(path)[0])
 
 
 def _ranked(

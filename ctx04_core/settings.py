@@ -34,7 +34,8 @@ def _from_env(name: str, default: str = "") -> Any:
 class Settings:
     # §3.1 query construction. A task or error text longer than
     # max_task_chars is cut (and the cut reported): every stage scores its
-    # terms against every candidate, and a 5 MB paste took 50 s.
+    # terms against every candidate, and a 5 MB paste took 50 s. The CLI
+    # reads a --task-file or --error-file no further than one character past it.
     max_task_chars: int = 64 * 1024
     max_identifiers: int = 32
     # Measured on the dev split (docs/benchmarks.md): a one-letter or stopword

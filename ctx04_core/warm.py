@@ -229,7 +229,7 @@ class WarmRepository:
     ) -> Retrieval:
         """What :func:`ctx04_core.pipeline.retrieve` gives, from the warm index (on its thread)."""
         started = time.perf_counter()
-        task, latest_error, notes = checked_task(task, latest_error, settings)
+        task, latest_error, test, notes = checked_task(task, latest_error, test, settings)
         require_assemble(pm)
 
         def attempt() -> Retrieval:
