@@ -48,6 +48,8 @@ _SCALAR_FIELDS = frozenset({
 })
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+_LONE_CR = re.compile(r"\r(?!\n)")
+_POSITIONS = (("lineno", "col_offset"), ("end_lineno", "end_col_offset"))
 
 
 @hookimpl
@@ -63,11 +65,42 @@ def parse_file(path: str, text: str) -> ParsedFile | None:
         with warnings.catch_warnings():
             # Invalid escapes and the like are the repository's to report, not ours.
             warnings.simplefilter("ignore")
-            tree = ast.parse(text, filename=path)
+            tree = syntax_tree(text, path)
     except (ValueError, RecursionError) as err:
         # NUL bytes and pathological nesting are files that do not parse, too.
         raise SyntaxError(str(err) or type(err).__name__) from err
     return _Extractor(path, split_lines(text)).run(tree)
+
+
+def syntax_tree(text: str, path: str = "<unknown>") -> ast.Module:
+    """``ast.parse`` of ``text``, its positions on the lines of ``split_lines``.
+
+    Python's tokenizer also ends a line at a lone ``\\r`` (an old Mac line
+    ending), where ripgrep, git and the index do not: a function after one
+    was indexed a line too low. Its nodes are moved onto the file's lines,
+    their columns counted from the start of those lines.
+    """
+    tree = ast.parse(text, filename=path)
+    if _LONE_CR.search(text) is None:
+        return tree
+    # Per line as ast numbers them (from 1): its line of the file and the
+    # bytes before it there.
+    placed = [(0, 0)]
+    for number, line in enumerate(split_lines(text), 1):
+        before = 0
+        for piece in line.split("\r"):
+            placed.append((number, before))
+            before += len(piece.encode("utf-8")) + 1
+    last = len(placed) - 1
+    for node in ast.walk(tree):
+        for line_field, column_field in _POSITIONS:
+            row: int | None = getattr(node, line_field, None)
+            column: int | None = getattr(node, column_field, None)
+            if row is not None and column is not None:
+                number, before = placed[min(row, last)]
+                setattr(node, line_field, number)
+                setattr(node, column_field, before + column)
+    return tree
 
 
 def module_qualname(path: str) -> str:
@@ -238,7 +271,6 @@ class _Extractor:
         return ".".join([*package, *([stmt.module] if stmt.module else [])])
 
     def _line(self, number: int) -> str:
-        # ast numbers lines on a lone "\r" too; split_lines does not.
         return self.lines[number - 1] if 0 < number <= len(self.lines) else ""
 
     def _header_end(self, start: int, first: ast.stmt) -> int:

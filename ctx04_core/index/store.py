@@ -31,7 +31,7 @@ from ctx04_core import ripgrep
 from ctx04_core.index import schema
 from ctx04_core.paths import nameable
 from ctx04_core.settings import Settings
-from ctx04_core.text import dotted, split_lines, tokenize
+from ctx04_core.text import dotted, source_text, split_lines, tokenize
 from ctx04_core.types import Diagnostic, Edge, Node, NodeValues, ParsedFile, Span
 
 DB_NAME = "index.sqlite3"
@@ -886,7 +886,7 @@ def _parse(
     if b"\0" in data:
         return _Outcome(key, "binary", "contains a NUL byte")
     try:
-        text = data.decode("utf-8")
+        text = source_text(data)
     except UnicodeDecodeError as err:
         return _Outcome(key, "not_utf8", f"invalid UTF-8 at byte {err.start}")
     try:
