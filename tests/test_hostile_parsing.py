@@ -8,16 +8,23 @@ parsed in full.
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 from conftest import make_git_repo
+from mcp_types import CallToolResult
+from test_mcp_server import CTX04, stdio_session, text_of
 
 from ctx04_core import retrieve
 from ctx04_core.output import retrieval_json
 from ctx04_core.pipeline import Retrieval
 from ctx04_core.repository import Repo
-from ctx04_core.types import SliceEntry
+from ctx04_core.settings import Settings
+from ctx04_core.types import Diagnostic, SliceEntry
 
 BOM = "\ufeff"
 
@@ -126,3 +133,109 @@ def test_form_feeds_and_line_separators_inside_a_line_end_no_line(tmp_path: Path
     entry = shown(result, "pages.split_page")
     assert lines_of(entry) == (4, 5)
     assert entry.evidence.text == "def split_page(text):\n    return text.split(SEP)\n"
+
+
+# --- what parsing one file may cost ---------------------------------------------------------
+
+NESTING = 20_000  # blocks nested in one function: 40,000 levels of syntax tree
+DEEP_JS = "function deep() {\n" + "{" * NESTING + "}" * NESTING + "\n}\n"
+DEEP_RS = "fn deep() {\n" + "{" * NESTING + "}" * NESTING + "\n}\n"
+TALLY_JS = "function tallyVotes(ballots) {\n  return ballots.length;\n}\n"
+TALLY_RS = "pub fn tally_seats(votes: u32) -> u32 {\n    votes / 2\n}\n"
+TOO_DEEP = "nested deeper than 4096 levels at line 2"
+# Bounds the wait for a hang (the nested files took minutes), not the speed.
+ANSWERS_WITHIN_S = 60
+
+
+def ctx04(*args: str, cache: Path) -> str:
+    """Run the real ``ctx04`` CLI; its output, or a failure when it does not answer in time."""
+    done = subprocess.run(
+        [CTX04, *args], capture_output=True, text=True, check=False, timeout=ANSWERS_WITHIN_S,
+        env={**os.environ, "XDG_CACHE_HOME": str(cache), "COLUMNS": "200"},
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_deeply_nested_files_are_not_parsed_and_the_rest_is(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "repo", {
+        "deep.js": DEEP_JS, "deep.rs": DEEP_RS, "tally.js": TALLY_JS, "tally.rs": TALLY_RS,
+    })
+    cache = tmp_path / "cache"
+    indexed = ctx04("index", "--repo", str(root), cache=cache).splitlines()
+    assert indexed[1:4] == [
+        "languages: javascript 1, rust 1",
+        f"  too_complex deep.js: {TOO_DEEP}",
+        f"  too_complex deep.rs: {TOO_DEEP}",
+    ]
+    assert indexed[0].endswith(" s: 4 parsed, 0 unchanged, 0 removed; 4 nodes, 2 edges, "
+                               "2 not parsed in full")
+    document = json.loads(ctx04(
+        "retrieve", "tallyVotes miscounts the ballots", "--repo", str(root), "-o", "json",
+        cache=cache,
+    ))
+    assert document["diagnostics"]["index"]["failures"] == [
+        {"path": "deep.js", "status": "too_complex", "message": TOO_DEEP},
+        {"path": "deep.rs", "status": "too_complex", "message": TOO_DEEP},
+    ]
+    assert document["diagnostics"]["coverage"] == [
+        {"kind": "omitted", "reason": "parse budget", "path": path, "detail": TOO_DEEP}
+        for path in ("deep.js", "deep.rs")
+    ]
+    first = document["candidates"][0]
+    assert (first["qualname"], first["path"], first["start_line"], first["end_line"]) == (
+        "tally.tallyVotes", "tally.js", 1, 3,
+    )
+    assert first["text"].endswith(f"]\n{TALLY_JS}\n")
+    rust = retrieve("tally_seats halves the votes", root)
+    assert shown(rust, "tally.tally_seats").evidence.text == TALLY_RS
+    assert rust.context.text.endswith(
+        "Coverage: omitted 2 (deep.js: parse budget, deep.rs: parse budget); "
+        "recall is not exhaustive.\n"
+    )
+
+
+def test_a_file_not_parsed_by_the_deadline_is_reported(tmp_path: Path) -> None:
+    # A deadline of 0 s has passed before any parser looks at a file: both
+    # parsers give up, with the deadline's reason, and the file is still
+    # searched and shown as lines.
+    root = make_git_repo(tmp_path / "repo", {"tally.js": TALLY_JS, "legacy.py": LEGACY})
+    result = retrieve("parse_header returns the wrong parts", root,
+                      settings=Settings(parse_deadline_s=0.0))
+    late = "not parsed within the 0 s parse deadline"
+    assert failures(result) == [
+        {"path": "legacy.py", "status": "too_complex", "message": late},
+        {"path": "tally.js", "status": "too_complex", "message": late},
+    ]
+    assert result.diagnostics == (
+        Diagnostic("omitted", "parse budget", "legacy.py", late),
+        Diagnostic("omitted", "parse budget", "tally.js", late),
+    )
+    assert [(e.evidence.ref.path, e.included) for e in result.context.entries] == [
+        ("legacy.py", True),
+    ]
+    assert result.candidates[0].candidate.qualname is None  # lines, not a definition
+
+
+def test_the_mcp_server_reports_a_nested_file_as_the_cli_does(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "repo", {"deep.rs": DEEP_RS, "tally.rs": TALLY_RS}).resolve()
+    task = "tally_seats halves the votes"
+
+    async def calls() -> tuple[CallToolResult, CallToolResult]:
+        with anyio.fail_after(ANSWERS_WITHIN_S):
+            async with stdio_session(root, tmp_path / "server-cache") as session:
+                index = await session.call_tool("index", {})
+                return index, await session.call_tool("retrieve", {"task": task})
+
+    index, retrieved = anyio.run(calls)
+    assert index.structured_content is not None
+    assert index.structured_content["failures"] == [
+        {"path": "deep.rs", "status": "too_complex", "message": TOO_DEEP},
+    ]
+    assert retrieved.structured_content is not None
+    assert retrieved.structured_content["diagnostics"]["coverage"] == [
+        {"kind": "omitted", "reason": "parse budget", "path": "deep.rs", "detail": TOO_DEEP},
+    ]
+    assert text_of(retrieved) == ctx04(
+        "retrieve", task, "--repo", str(root), "--format", "markdown", cache=tmp_path / "cache"
+    )

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from ctx04_core.hookspecs import hookimpl
+from ctx04_core.parse_budget import ParseBudget
+from ctx04_core.settings import Settings
 from ctx04_core.text import split_lines
 from ctx04_core.types import Edge, Node, ParsedFile, Span
 
@@ -58,9 +60,12 @@ def source_globs() -> list[str]:
 
 
 @hookimpl
-def parse_file(path: str, text: str) -> ParsedFile | None:
+def parse_file(path: str, text: str, settings: Settings) -> ParsedFile | None:
     if not path.endswith(".py"):
         return None
+    # CPython refuses nesting past 100 blocks or 200 brackets itself (a
+    # SyntaxError): of the budget, only the deadline binds here, on the walk.
+    budget = ParseBudget(settings)
     try:
         with warnings.catch_warnings():
             # Invalid escapes and the like are the repository's to report, not ours.
@@ -69,7 +74,7 @@ def parse_file(path: str, text: str) -> ParsedFile | None:
     except (ValueError, RecursionError) as err:
         # NUL bytes and pathological nesting are files that do not parse, too.
         raise SyntaxError(str(err) or type(err).__name__) from err
-    return _Extractor(path, split_lines(text)).run(tree)
+    return _Extractor(path, split_lines(text), budget).run(tree)
 
 
 def syntax_tree(text: str, path: str = "<unknown>") -> ast.Module:
@@ -119,9 +124,10 @@ class _Scope:
 
 
 class _Extractor:
-    def __init__(self, path: str, lines: tuple[str, ...]) -> None:
+    def __init__(self, path: str, lines: tuple[str, ...], budget: ParseBudget) -> None:
         self.path = path
         self.lines = lines
+        self.budget = budget
         self.module = module_qualname(path)
         # The package relative imports start from; a root __init__.py's package
         # is the root itself, whose modules have top-level names.
@@ -219,6 +225,7 @@ class _Extractor:
         """Record the references and statements in ``roots``, all belonging to ``scope``."""
         # A hand-rolled walk instead of ast.walk: this loop is most of the time
         # a cold index build spends outside ast.parse.
+        self.budget.check()
         source = scope.node.qualname
         edges = scope.edges
         stack = roots
