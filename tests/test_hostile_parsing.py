@@ -16,6 +16,7 @@ from pathlib import Path
 
 import anyio
 from conftest import make_git_repo
+from ctx04_dependence import scope_statements
 from mcp_types import CallToolResult
 from test_mcp_server import CTX04, stdio_session, text_of
 
@@ -115,6 +116,15 @@ def test_a_lone_carriage_return_ends_no_line(
     assert module.span.end_line == 9
     assert [(e.kind, e.target, e.line) for e in index.edges_from(module)] == [
         ("import", "os", 2), ("contain", "mac.read_config", 8),
+    ]
+
+
+def test_statement_dependence_numbers_lines_as_the_index_does() -> None:
+    # The dependence plugin parses a shown file again, through the same ast renumbering.
+    text = "x = 1\ry = x\n\ndef f():\n    return y\n"
+    statements = scope_statements("lone-cr", text, None)
+    assert [(s.first, s.last, sorted(s.writes)) for s in statements] == [
+        (1, 1, ["x"]), (1, 1, ["y"]), (3, 4, ["f"]),
     ]
 
 
