@@ -55,7 +55,7 @@ def source_globs() -> list[str] | None:
 
 
 @hookspec(firstresult=True)
-def parse_file(path: str, text: str) -> ParsedFile | None:
+def parse_file(path: str, text: str, settings: Settings) -> ParsedFile | None:
     """Extract definitions and references from one source file.
 
     Called by the index for every new or changed file matched by
@@ -66,7 +66,10 @@ def parse_file(path: str, text: str) -> ParsedFile | None:
     records the failure and the file stays searchable by lexical recall. A
     parser that recovers from errors (tree-sitter) returns what it recovered
     with ``error_lines`` set instead: the index keeps the nodes and lists the
-    file as ``partial``. First result wins.
+    file as ``partial``. Raise ``ctx04_core.parse_budget.TooComplex`` for a
+    file over the settings' parse budget (a ``ParseBudget`` made from
+    ``settings`` on entry keeps it): the index lists it as ``too_complex``
+    with the reason. First result wins.
     """
 
 

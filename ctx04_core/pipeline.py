@@ -88,7 +88,12 @@ def refreshed_repo(
     globs = tuple(sorted({g for found in pm.hook.source_globs() for g in found or ()}))
     stats = index.refresh(pm, globs, settings, progress)
     base, trouble = git_base(index.root)
-    notes = () if trouble is None else (trouble,)
+    # A file over the parse budget has no definitions in the index: every
+    # retrieval's coverage says so, as it names the files it may not read.
+    notes = (() if trouble is None else (trouble,)) + tuple(
+        Diagnostic("omitted", "parse budget", path, message)
+        for path, status, message in stats.failures if status == "too_complex"
+    )
     excluded = {
         path: unusable_reason(status, message, settings)
         for path, status, message in stats.failures

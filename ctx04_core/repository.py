@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ctx04_core.git import run_git
-from ctx04_core.text import split_lines
+from ctx04_core.text import source_text, split_lines
 from ctx04_core.types import Diagnostic
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ class Repo:
         if b"\0" in data:
             return "binary (contains a NUL byte)"
         try:
-            text = data.decode("utf-8")
+            text = source_text(data)
         except UnicodeDecodeError:
             return "not valid UTF-8"
         return SourceFile(path, hashlib.sha256(data).hexdigest(), split_lines(text))

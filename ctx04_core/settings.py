@@ -171,6 +171,16 @@ class Settings:
     max_line_bytes: int = 160
     max_block_bytes: int = 16 * 1024
     max_reference_bytes: int = 4 * 1024
+    # What parsing one file may cost (ctx04_core/parse_budget.py), for every
+    # parser: a file whose syntax tree is deeper than parse_max_depth levels,
+    # or not parsed within parse_deadline_s, is indexed as "too_complex" (no
+    # definitions; still searched and shown as lines). Walking a tree costs
+    # its depth at every step: 20,000 nested blocks (40,000 levels) took a
+    # tree-sitter parser minutes. Ordinary code is 20 to 80 levels deep, a
+    # chain of 1,000 method calls 2,000; CPython refuses 200 nested brackets
+    # itself. An 800 KB JavaScript file of ordinary code parses in 2 s.
+    parse_max_depth: int = 4096
+    parse_deadline_s: float = 10.0
     # Limits the compact profile sets; None means only the budgets above apply.
     max_search_terms: int | None = None
     max_paths: int | None = None

@@ -74,9 +74,28 @@ def dotted(qualified: str) -> str:
     return QUALIFIER.sub(".", qualified.lstrip("$"))
 
 
+# The one definition of a line in ctx04: text ending with ``\n`` (a ``\r``
+# before it is part of the ending). ripgrep, git and tree-sitter number lines
+# so; str.splitlines also breaks at \r, \x0b, \x0c, \x1c-\x1e, \x85 and
+# \u2028-\u2029, and Python's own tokenizer at a lone \r (see
+# ``ctx04_core.index.python_parser.syntax_tree``), which none of them do.
 def split_lines(text: str) -> tuple[str, ...]:
-    """Lines as ripgrep and Python number them: split on ``\\n`` only."""
+    """The lines of ``text`` as ripgrep and git number them: split on ``\\n`` only."""
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
     return tuple(line.removesuffix("\r") for line in lines)
+
+
+BYTE_ORDER_MARK = "\ufeff"
+
+
+def source_text(data: bytes) -> str:
+    """A source file's bytes as text: UTF-8, less a leading byte-order mark.
+
+    The mark says the encoding and is no character of line 1: Python, Go,
+    Rust and JavaScript skip it, and left in, it made ``ast`` refuse a valid
+    file and shifted line 1's columns. UnicodeDecodeError's ``start`` counts
+    the bytes of ``data``, mark included (``utf-8-sig`` counts after it).
+    """
+    return data.decode("utf-8").removeprefix(BYTE_ORDER_MARK)

@@ -11,6 +11,7 @@ from ctx04_parse_treesitter.engine import module_qualname
 
 from ctx04_core import retrieve
 from ctx04_core.plugins import plugin_manager
+from ctx04_core.settings import Settings
 from ctx04_core.types import Edge, Node, ParsedFile, Span
 
 LANGUAGES = ("c", "cpp", "go", "java", "javascript", "typescript", "php", "ruby", "rust")
@@ -701,7 +702,7 @@ def qualified(case: Case, name: str) -> str:
 
 def parse(language: str, path: str, text: str) -> ParsedFile | None:
     parsed: ParsedFile | None = plugin_manager(only=[language]).hook.parse_file(
-        path=path, text=text
+        path=path, text=text, settings=Settings()
     )
     return parsed
 
@@ -841,7 +842,7 @@ def test_files_of_other_languages_are_left_to_other_parsers(language: str) -> No
     [globs] = pm.hook.source_globs()
     assert "*.py" not in globs
     for path in ("a.py", "README.md", "a.unknown", "Makefile"):
-        assert pm.hook.parse_file(path=path, text="x = 1\n") is None
+        assert pm.hook.parse_file(path=path, text="x = 1\n", settings=Settings()) is None
 
 
 @pytest.mark.parametrize(

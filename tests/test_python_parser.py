@@ -6,6 +6,7 @@ import pytest
 
 from ctx04_core.index.python_parser import module_qualname, parse_file, source_globs
 from ctx04_core.plugins import plugin_manager
+from ctx04_core.settings import Settings
 from ctx04_core.types import Edge, Node, ParsedFile, Span
 
 MEMSTORE = '''\
@@ -74,6 +75,11 @@ P = "agent/memstore.py"
 M = "agent.memstore"
 
 
+def parse(path: str, text: str) -> ParsedFile | None:
+    """The plugin's ``parse_file`` with the default settings."""
+    return parse_file(path=path, text=text, settings=Settings())
+
+
 def node(
     qualname: str, kind: str, start: int, end: int, header_end: int, signature: str,
     docstring: str = "",
@@ -85,7 +91,7 @@ def node(
 
 
 def test_nodes_of_a_realistic_module() -> None:
-    parsed = parse_file(path=P, text=MEMSTORE)
+    parsed = parse(path=P, text=MEMSTORE)
 
     assert parsed is not None
     assert parsed.language == "python"
@@ -106,7 +112,7 @@ def test_nodes_of_a_realistic_module() -> None:
 
 
 def test_edges_of_a_realistic_module() -> None:
-    parsed = parse_file(path=P, text=MEMSTORE)
+    parsed = parse(path=P, text=MEMSTORE)
 
     assert parsed is not None
     cls, remember, size = f"{M}.MemStore", f"{M}.MemStore.remember", f"{M}.MemStore.size"
@@ -145,7 +151,7 @@ def test_edges_of_a_realistic_module() -> None:
 
 
 def test_multiline_statements_of_a_realistic_module() -> None:
-    parsed = parse_file(path=P, text=MEMSTORE)
+    parsed = parse(path=P, text=MEMSTORE)
 
     assert parsed is not None
     # Module docstring, class docstring, remember's two-line header, the parenthesised
@@ -197,7 +203,7 @@ def build(
 
 
 def test_compound_statements_keep_only_their_headers() -> None:
-    parsed = parse_file(path="m.py", text=COMPOUND)
+    parsed = parse(path="m.py", text=COMPOUND)
 
     assert parsed is not None
     assert parsed.multiline_statements == (
@@ -229,7 +235,7 @@ def test_compound_statements_keep_only_their_headers() -> None:
 def test_module_names_and_relative_imports(
     path: str, qualname: str, imports: tuple[str, ...]
 ) -> None:
-    parsed = parse_file(path=path, text="from . import x\nfrom .y import z\nfrom .. import w\n")
+    parsed = parse(path=path, text="from . import x\nfrom .y import z\nfrom .. import w\n")
 
     assert parsed is not None
     assert module_qualname(path) == qualname
@@ -241,14 +247,14 @@ def test_module_names_and_relative_imports(
 
 
 def test_star_import_targets_the_module() -> None:
-    parsed = parse_file(path="a/b.py", text="from .c import *\nfrom os.path import *\n")
+    parsed = parse(path="a/b.py", text="from .c import *\nfrom os.path import *\n")
 
     assert parsed is not None
     assert [e.target for e in parsed.edges] == ["a.c", "os.path"]
 
 
 def test_empty_file_is_a_one_line_module() -> None:
-    assert parse_file(path="pkg/__init__.py", text="") == ParsedFile(
+    assert parse(path="pkg/__init__.py", text="") == ParsedFile(
         "python", (Node("pkg", "pkg", "module", Span("pkg/__init__.py", 1, 1), 0, "", ""),),
         (), (),
     )
@@ -265,7 +271,7 @@ def test_definitions_under_type_checking_and_with_blocks_are_nodes() -> None:
         "for name in names:\n"
         "    def hidden(): pass\n"
     )
-    parsed = parse_file(path="t.py", text=text)
+    parsed = parse(path="t.py", text=text)
 
     assert parsed is not None
     assert [(n.qualname, n.kind) for n in parsed.nodes] == [
@@ -278,7 +284,7 @@ def test_definitions_under_type_checking_and_with_blocks_are_nodes() -> None:
 
 def test_docstring_is_the_first_paragraph_folded_and_capped() -> None:
     long = "word " * 60
-    parsed = parse_file(path="d.py", text=f'def f():\n    """{long}\n\n    More."""\n')
+    parsed = parse(path="d.py", text=f'def f():\n    """{long}\n\n    More."""\n')
 
     assert parsed is not None
     assert parsed.nodes[1].docstring == long.strip()[:200].rstrip()
@@ -295,19 +301,19 @@ def test_docstring_is_the_first_paragraph_folded_and_capped() -> None:
 )
 def test_a_file_that_does_not_parse_raises_syntax_error(text: str, message: str) -> None:
     with pytest.raises(SyntaxError) as raised:
-        parse_file(path="bad.py", text=text)
+        parse(path="bad.py", text=text)
     assert raised.value.msg == message
 
 
 def test_the_repositorys_own_warnings_are_not_printed(recwarn: pytest.WarningsRecorder) -> None:
-    parsed = parse_file(path="w.py", text='PATTERN = "\\d+"\nassert (PATTERN, 1)\n')
+    parsed = parse(path="w.py", text='PATTERN = "\\d+"\nassert (PATTERN, 1)\n')
 
     assert parsed is not None
     assert len(recwarn) == 0
 
 
 def test_other_languages_are_left_to_other_parsers() -> None:
-    assert parse_file(path="main.go", text="package main\n") is None
+    assert parse(path="main.go", text="package main\n") is None
     assert source_globs() == ["*.py"]
 
 
@@ -315,5 +321,5 @@ def test_registered_as_the_python_plugin() -> None:
     pm = plugin_manager(only=["python"])
 
     assert pm.hook.source_globs() == [["*.py"]]
-    parsed = pm.hook.parse_file(path="a.py", text="def f(): pass\n")
+    parsed = pm.hook.parse_file(path="a.py", text="def f(): pass\n", settings=Settings())
     assert [n.qualname for n in parsed.nodes] == ["a", "a.f"]

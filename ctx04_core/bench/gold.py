@@ -29,8 +29,9 @@ from typing import Any
 
 import pluggy
 
+from ctx04_core.settings import Settings
 from ctx04_core.stages.regions import node_own_lines
-from ctx04_core.text import split_lines
+from ctx04_core.text import source_text, split_lines
 from ctx04_core.types import FUNCTION_KINDS, TYPE_KINDS, Node, ParsedFile
 
 _HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
@@ -155,7 +156,7 @@ def runs(lines: list[int]) -> Region:
 
 def _read(path: Path) -> str | None:
     try:
-        return path.read_bytes().decode("utf-8")
+        return source_text(path.read_bytes())
     except (OSError, UnicodeDecodeError):
         return None
 
@@ -164,7 +165,8 @@ def _parse(path: str, text: str | None, pm: pluggy.PluginManager) -> ParsedFile 
     if text is None:
         return None
     try:
-        parsed: ParsedFile | None = pm.hook.parse_file(path=path, text=text)
+        # The index's default parse budget: gold is what the index can know.
+        parsed: ParsedFile | None = pm.hook.parse_file(path=path, text=text, settings=Settings())
     except SyntaxError:
         return None
     return parsed

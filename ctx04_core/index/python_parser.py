@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import cast
 
 from ctx04_core.hookspecs import hookimpl
+from ctx04_core.parse_budget import ParseBudget
+from ctx04_core.settings import Settings
 from ctx04_core.text import split_lines
 from ctx04_core.types import Edge, Node, ParsedFile, Span
 
@@ -48,6 +50,8 @@ _SCALAR_FIELDS = frozenset({
 })
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
+_LONE_CR = re.compile(r"\r(?!\n)")
+_POSITIONS = (("lineno", "col_offset"), ("end_lineno", "end_col_offset"))
 
 
 @hookimpl
@@ -56,18 +60,52 @@ def source_globs() -> list[str]:
 
 
 @hookimpl
-def parse_file(path: str, text: str) -> ParsedFile | None:
+def parse_file(path: str, text: str, settings: Settings) -> ParsedFile | None:
     if not path.endswith(".py"):
         return None
+    # CPython refuses nesting past 100 blocks or 200 brackets itself (a
+    # SyntaxError): of the budget, only the deadline binds here, on the walk.
+    budget = ParseBudget(settings)
     try:
         with warnings.catch_warnings():
             # Invalid escapes and the like are the repository's to report, not ours.
             warnings.simplefilter("ignore")
-            tree = ast.parse(text, filename=path)
+            tree = syntax_tree(text, path)
     except (ValueError, RecursionError) as err:
         # NUL bytes and pathological nesting are files that do not parse, too.
         raise SyntaxError(str(err) or type(err).__name__) from err
-    return _Extractor(path, split_lines(text)).run(tree)
+    return _Extractor(path, split_lines(text), budget).run(tree)
+
+
+def syntax_tree(text: str, path: str = "<unknown>") -> ast.Module:
+    """``ast.parse`` of ``text``, its positions on the lines of ``split_lines``.
+
+    Python's tokenizer also ends a line at a lone ``\\r`` (an old Mac line
+    ending), where ripgrep, git and the index do not: a function after one
+    was indexed a line too low. Its nodes are moved onto the file's lines,
+    their columns counted from the start of those lines.
+    """
+    tree = ast.parse(text, filename=path)
+    if _LONE_CR.search(text) is None:
+        return tree
+    # Per line as ast numbers them (from 1): its line of the file and the
+    # bytes before it there.
+    placed = [(0, 0)]
+    for number, line in enumerate(split_lines(text), 1):
+        before = 0
+        for piece in line.split("\r"):
+            placed.append((number, before))
+            before += len(piece.encode("utf-8")) + 1
+    last = len(placed) - 1
+    for node in ast.walk(tree):
+        for line_field, column_field in _POSITIONS:
+            row: int | None = getattr(node, line_field, None)
+            column: int | None = getattr(node, column_field, None)
+            if row is not None and column is not None:
+                number, before = placed[min(row, last)]
+                setattr(node, line_field, number)
+                setattr(node, column_field, before + column)
+    return tree
 
 
 def module_qualname(path: str) -> str:
@@ -86,9 +124,10 @@ class _Scope:
 
 
 class _Extractor:
-    def __init__(self, path: str, lines: tuple[str, ...]) -> None:
+    def __init__(self, path: str, lines: tuple[str, ...], budget: ParseBudget) -> None:
         self.path = path
         self.lines = lines
+        self.budget = budget
         self.module = module_qualname(path)
         # The package relative imports start from; a root __init__.py's package
         # is the root itself, whose modules have top-level names.
@@ -186,6 +225,7 @@ class _Extractor:
         """Record the references and statements in ``roots``, all belonging to ``scope``."""
         # A hand-rolled walk instead of ast.walk: this loop is most of the time
         # a cold index build spends outside ast.parse.
+        self.budget.check()
         source = scope.node.qualname
         edges = scope.edges
         stack = roots
@@ -238,7 +278,6 @@ class _Extractor:
         return ".".join([*package, *([stmt.module] if stmt.module else [])])
 
     def _line(self, number: int) -> str:
-        # ast numbers lines on a lone "\r" too; split_lines does not.
         return self.lines[number - 1] if 0 < number <= len(self.lines) else ""
 
     def _header_end(self, start: int, first: ast.stmt) -> int:

@@ -29,9 +29,10 @@ import pluggy
 
 from ctx04_core import ripgrep
 from ctx04_core.index import schema
+from ctx04_core.parse_budget import TooComplex
 from ctx04_core.paths import nameable
 from ctx04_core.settings import Settings
-from ctx04_core.text import dotted, split_lines, tokenize
+from ctx04_core.text import dotted, source_text, split_lines, tokenize
 from ctx04_core.types import Diagnostic, Edge, Node, NodeValues, ParsedFile, Span
 
 DB_NAME = "index.sqlite3"
@@ -85,8 +86,9 @@ class RefreshStats:
     nodes: int  # total nodes in the index after refresh
     edges: int  # total edges after refresh
     # (path, status, message) of every indexed file that is not parsed:
-    # syntax_error, too_large, binary, not_utf8, unreadable, no_parser; and
-    # partial: parsed, with regions the parser skipped.
+    # syntax_error, too_complex (over the parse budget), too_large, binary,
+    # not_utf8, unreadable, no_parser; and partial: parsed, with regions the
+    # parser skipped.
     failures: tuple[tuple[str, str, str], ...]
     # (language, files) of the files parsed in whole or in part, most files first.
     languages: tuple[tuple[str, int], ...]
@@ -317,10 +319,10 @@ class CodeIndex:
         # Plain dicts built by SQLite's rows: an object per file cost more
         # than the stat walk itself on 50,000 files.
         ids: dict[str, int] = dict(conn.execute("SELECT path, id FROM files"))
-        # What a file's row says depends on the parsers too: when they change
-        # (a parser disabled for an ablation, then enabled again), no stored
-        # row can be trusted.
-        fingerprint = _fingerprint(pm)
+        # What a file's row says depends on the parsers and their budget too:
+        # when they change (a parser disabled for an ablation, then enabled
+        # again; a larger parse_max_depth), no stored row can be trusted.
+        fingerprint = _fingerprint(pm, settings)
         row = conn.execute("SELECT value FROM meta WHERE key = 'parsers'").fetchone()
         # Per trusted row, the stat the file must have for the row to stand
         # (see _changed); a racily clean row keeps "" as its stat, which no
@@ -886,11 +888,13 @@ def _parse(
     if b"\0" in data:
         return _Outcome(key, "binary", "contains a NUL byte")
     try:
-        text = data.decode("utf-8")
+        text = source_text(data)
     except UnicodeDecodeError as err:
         return _Outcome(key, "not_utf8", f"invalid UTF-8 at byte {err.start}")
     try:
-        parsed: ParsedFile | None = pm.hook.parse_file(path=rel, text=text)
+        parsed: ParsedFile | None = pm.hook.parse_file(path=rel, text=text, settings=settings)
+    except TooComplex as err:
+        return _Outcome(key, "too_complex", str(err))
     except SyntaxError as err:
         return _Outcome(key, "syntax_error", f"line {err.lineno}: {err.msg}")
     if parsed is None:
@@ -973,8 +977,8 @@ def _read_forked(job: tuple[str, str]) -> _Outcome:
     return _read_file(top, *job, pm, settings)
 
 
-def _fingerprint(pm: pluggy.PluginManager) -> str:
-    """The parsers a row depends on, by module or class, and version."""
+def _fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str:
+    """The parsers a row depends on, by module or class, and version, and their budget."""
     impls = pm.hook.parse_file.get_hookimpls()
     # A version is read from its distribution's metadata file: only the parsers'.
     parsing = {id(impl.plugin) for impl in impls}
@@ -989,7 +993,8 @@ def _fingerprint(pm: pluggy.PluginManager) -> str:
             f"{type(plugin).__module__}.{type(plugin).__qualname__}"
         )
         parsers.append(f"{name}=={versions.get(id(plugin), '')}")
-    return json.dumps(sorted(parsers))
+    budget = f"parse budget: {settings.parse_max_depth} levels, {settings.parse_deadline_s:g} s"
+    return json.dumps([*sorted(parsers), budget])
 
 
 # A file changed within this long of being read may change again without

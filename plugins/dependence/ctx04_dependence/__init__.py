@@ -50,6 +50,7 @@ from itertools import islice
 
 from ctx04_core.graph import by_position, definitions
 from ctx04_core.hookspecs import hookimpl
+from ctx04_core.index.python_parser import syntax_tree
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.prune import statement_lines
@@ -169,7 +170,7 @@ def related(statements: tuple[Statement, ...], shown: set[int]) -> set[int]:
 @functools.lru_cache(maxsize=8)
 def _parsed(digest: str, text: str) -> ast.Module:
     """One parse per file version, however many of its candidates are shown in part."""
-    return ast.parse(text)
+    return syntax_tree(text)
 
 
 @functools.lru_cache(maxsize=64)

@@ -63,11 +63,15 @@ from importlib.resources import files
 import tree_sitter as ts
 
 from ctx04_core.hookspecs import hookimpl
+from ctx04_core.parse_budget import ParseBudget
+from ctx04_core.settings import Settings
 from ctx04_core.text import split_lines
 from ctx04_core.types import FUNCTION_KINDS, TYPE_KINDS, Edge, Node, ParsedFile, Span
 
 MAX_DOCSTRING_CHARS = 200
 MAX_ERROR_LINES = 20
+# What tree-sitter is handed at a time: a few calls for the largest file indexed.
+READ_CHUNK_BYTES = 64 * 1024
 
 # Doc comment styles: the comment's text must match from its start.
 SLASH_DOCS = re.compile(r"//(?!!)|/\*\*(?!/)")  # `//`, `///`, `/** */`; not `//!`
@@ -133,7 +137,7 @@ def kinds(node_types: Mapping[str, str]) -> dict[str, str]:
 
 def hooks(
     spec: LanguageSpec,
-) -> tuple[Callable[[], list[str]], Callable[[str, str], ParsedFile | None]]:
+) -> tuple[Callable[[], list[str]], Callable[[str, str, Settings], ParsedFile | None]]:
     """The ``source_globs`` and ``parse_file`` hookimpls of one language's module."""
 
     @hookimpl
@@ -141,23 +145,31 @@ def hooks(
         return [glob for glob, _ in spec.dialects]
 
     @hookimpl
-    def parse_file(path: str, text: str) -> ParsedFile | None:
-        return parse(spec, path, text)
+    def parse_file(path: str, text: str, settings: Settings) -> ParsedFile | None:
+        return parse(spec, path, text, settings)
 
     return source_globs, parse_file
 
 
-def parse(spec: LanguageSpec, path: str, text: str) -> ParsedFile | None:
+def parse(spec: LanguageSpec, path: str, text: str, settings: Settings) -> ParsedFile | None:
     dialect = spec.dialect_for(path)
     if dialect is None:
         return None
+    budget = ParseBudget(settings)
     parser, query = _compiled(dialect)
     data = text.encode("utf-8", "surrogatepass")
     try:
-        tree = parser.parse(data)
-    except ValueError as err:  # tree-sitter's "Parsing failed": no tree at all
+        # Read through a callback: tree-sitter asks the progress callback
+        # whether to stop only then, never while parsing one bytestring.
+        tree = parser.parse(
+            lambda at, _point: data[at : at + READ_CHUNK_BYTES],
+            progress_callback=lambda _at, _has_error: budget.expired(),
+        )
+    except ValueError as err:  # tree-sitter's "Parsing failed": stopped, or no tree at all
+        budget.check()
         raise SyntaxError(f"tree-sitter could not parse the file: {err}") from err
-    return _Extraction(spec.name, dialect, path, data, len(split_lines(text))).run(tree, query)
+    extraction = _Extraction(spec.name, dialect, path, data, len(split_lines(text)), budget)
+    return extraction.run(tree, query)
 
 
 def module_qualname(path: str) -> str:
@@ -226,8 +238,10 @@ class _Scope:
 
 class _Extraction:
     def __init__(
-        self, language: str, dialect: Dialect, path: str, data: bytes, line_count: int
+        self, language: str, dialect: Dialect, path: str, data: bytes, line_count: int,
+        budget: ParseBudget,
     ) -> None:
+        self.budget = budget
         self.language = language
         self.dialect = dialect
         self.path = path
@@ -239,10 +253,17 @@ class _Extraction:
 
     def run(self, tree: ts.Tree, query: ts.Query) -> ParsedFile:
         root = tree.root_node
+        # The query and every walk below step through parents and siblings,
+        # which tree-sitter finds from the root down: each step costs the
+        # depth. The query cannot be stopped at the deadline (tree_sitter
+        # 0.26.1 crashes calling a query's progress callback), so the depth
+        # is bounded first.
+        _check_depth(root, self.budget)
         found: dict[int, _Found] = {}
         references: list[ts.Node] = []
         imports: list[ts.Node] = []
         for _, captures in ts.QueryCursor(query).matches(root):
+            self.budget.check()
             for capture, nodes in captures.items():
                 if capture.startswith("definition."):
                     self._found(nodes[0], captures, found)
@@ -270,6 +291,7 @@ class _Extraction:
             ("invoke", references, self._target), ("import", imports, self._module),
         ):
             for node in nodes:
+                self.budget.check()
                 target = target_of(node)
                 if target:
                     self._scope_of(node, scopes).references.append(
@@ -348,6 +370,7 @@ class _Extraction:
         ordered = sorted(found, key=lambda f: (f.top.start_byte, -f.outer.end_byte))
         open_: list[tuple[int, int]] = []  # (end byte, scope index or _SKIPPED)
         for item in ordered:
+            self.budget.check()
             start, end = item.top.start_byte, item.outer.end_byte
             while open_ and open_[-1][0] <= start:
                 open_.pop()
@@ -474,6 +497,7 @@ class _Extraction:
         spans: set[tuple[int, int]] = set()
         blocks = self.dialect.blocks
         for block in [root, *self.blocks]:
+            self.budget.check()
             for statement in block.named_children:
                 if statement.type in blocks or statement.type in self.dialect.comments:
                     continue
@@ -485,6 +509,7 @@ class _Extraction:
                 if last > first:
                     spans.add((first, last))
         for block in self.blocks:
+            self.budget.check()
             parent = block.parent
             if parent is not None and parent.type not in blocks and parent.parent is not None:
                 before = self._token_before(block, parent)
@@ -516,6 +541,26 @@ def _last_line(node: ts.Node) -> int:
     newline) ends on the line before."""
     end = node.end_point
     return end.row if end.column == 0 and end.row > node.start_point.row else end.row + 1
+
+
+def _check_depth(root: ts.Node, budget: ParseBudget) -> None:
+    """Raise TooComplex at the first node deeper in the tree than the budget allows.
+
+    A walk of every node with one cursor, which never looks up a parent:
+    a tenth of the time the rest of the extraction takes.
+    """
+    cursor = root.walk()
+    depth, limit = 0, budget.max_depth
+    while True:
+        if cursor.goto_first_child():
+            depth += 1
+            if depth > limit:
+                raise budget.too_deep(cursor.node.start_point.row + 1 if cursor.node else 1)
+            continue
+        while not cursor.goto_next_sibling():
+            if depth == 0 or not cursor.goto_parent():
+                return
+            depth -= 1
 
 
 def _without_template_arguments(name: str) -> str:
