@@ -397,9 +397,10 @@ def vet(
 ) -> None:
     """Check a model's artifact against everything retrieved in the session.
 
-    Retrieved code is untrusted data, never a template: an artifact whose
-    tokens are more than 90% one retrieved block is rejected with exit code 1.
-    Exit 0 when it passes, 2 on bad input.
+    Retrieved code is untrusted data, never a template: an artifact that
+    reproduces a retrieved block (more than 90% of the artifact's tokens are
+    the block's, or it holds more than 90% of the block as one run) is
+    rejected with exit code 1. Exit 0 when it passes, 2 on bad input.
 
     Example: ctx04 vet patch.diff --trace session.jsonl
     """
