@@ -382,6 +382,22 @@ def index_many(
         raise typer.Exit(1)
 
 
+def read_artifact(path: Path) -> str:
+    """The artifact's text, of which at most one byte past vet's cap is read:
+    enough for vet to refuse a larger one without holding it."""
+    from ctx04_core.vetting import MAX_ARTIFACT_BYTES
+
+    try:
+        if str(path) == "-":
+            data = sys.stdin.buffer.read(MAX_ARTIFACT_BYTES + 1)
+        else:
+            with path.open("rb") as file:
+                data = file.read(MAX_ARTIFACT_BYTES + 1)
+    except OSError as err:
+        fail(f"cannot read artifact {path}: {err.strerror or err}")
+    return data.decode("utf-8", errors="replace")
+
+
 @app.command()
 def vet(
     artifact: Annotated[
@@ -400,20 +416,25 @@ def vet(
     Retrieved code is untrusted data, never a template: an artifact that
     reproduces a retrieved block (more than 90% of the artifact's tokens are
     the block's, or it holds more than 90% of the block as one run) is
-    rejected with exit code 1. Exit 0 when it passes, 2 on bad input.
+    rejected with exit code 1. Exit 0 when it passes, 2 on bad input: an
+    unreadable trace, or an artifact over vet_max_artifact_bytes (1 MiB),
+    which is refused unvetted.
 
     Example: ctx04 vet patch.diff --trace session.jsonl
     """
-    from ctx04_core.vetting import TraceError, evidence_from_trace
+    from ctx04_core.vetting import ArtifactTooLarge, TraceError, evidence_from_trace
     from ctx04_core.vetting import vet as judge
 
-    text = read_text_file(artifact, "artifact")
+    text = read_artifact(artifact)
     try:
         evidence = evidence_from_trace(trace)
     except TraceError as err:
         fail(str(err))
     with bad_input_exits_2():
-        verdict = judge(text, evidence, disable=disable or ())
+        try:
+            verdict = judge(text, evidence, disable=disable or ())
+        except ArtifactTooLarge as err:
+            fail(str(err))
     if verdict.accepted:
         Console().print(f"accepted: checked against {len(evidence)} retrieved blocks")
         return

@@ -164,9 +164,14 @@ class Settings:
     # that share of the block's tokens as one contiguous run (a copy under
     # the block's heading or wrapped in other text), for a block of at least
     # vet_min_block_tokens tokens: a signature alone (10 to 30 tokens) is
-    # what an override or a rewrite of that function restates.
+    # what an override or a rewrite of that function restates. An artifact
+    # over vet_max_artifact_bytes (UTF-8) is refused, not vetted, and the CLI
+    # reads no more of it: a 50 MB one took 726 MB to vet. 1 MiB is the
+    # largest source file ctx04 reads (max_file_bytes) and far more than a
+    # model writes in one answer.
     vet_overlap_threshold: float = 0.9
     vet_min_block_tokens: int = 40
+    vet_max_artifact_bytes: int = 1024 * 1024
     # Evidence budgets (repository-source-references). A file over
     # max_file_bytes is excluded whole, never read as a prefix; a shown line is
     # cut to max_line_bytes at a UTF-8 boundary. The block cap lets the token

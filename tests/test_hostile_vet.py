@@ -15,9 +15,11 @@ from pathlib import Path
 import pytest
 from conftest import GIT_ENV, SHOP, make_git_repo
 from ctx04_vet import coverage, overlap
+from test_mcp_server import call_once, text_of
 from test_vet import ACCEPTED, REJECTED, SHIPPING, evidence
 
-from ctx04_core.vetting import vet
+from ctx04_core.settings import Settings
+from ctx04_core.vetting import MAX_ARTIFACT_BYTES, ArtifactTooLarge, vet
 
 CTX04 = str(Path(sys.executable).parent / "ctx04")
 REJECTED_LINE = "rejected: verbatim reproduction of untrusted retrieved content\n"
@@ -199,3 +201,59 @@ def test_a_restated_signature_is_not_a_reproduction() -> None:
     assert coverage(override, signature) == 1.0
     assert vet(override, [evidence(signature, "shop/cart.py", 41)]) == ACCEPTED
     assert vet(signature, [evidence(signature, "shop/cart.py", 41)]) == REJECTED
+
+
+# --- an artifact too large to vet ---------------------------------------------------------
+
+CAP = 1024 * 1024
+TOO_LARGE = (
+    "the artifact is over vet_max_artifact_bytes (1048576 bytes): refused, not vetted"
+)
+
+
+def test_the_cap_is_the_setting() -> None:
+    assert Settings().vet_max_artifact_bytes == MAX_ARTIFACT_BYTES == CAP
+
+
+def test_an_artifact_over_the_cap_is_refused_unread(shop: Path, tmp_path: Path) -> None:
+    trace = tmp_path / "session.jsonl"
+    retrieved(shop, trace, TASK)
+    huge = tmp_path / "huge.diff"
+    with huge.open("wb") as file:
+        file.truncate(50 * 1024 * 1024)  # sparse: 50 MB that cost nothing to write
+    just_over = tmp_path / "just-over.txt"
+    just_over.write_bytes(b"x" * (CAP + 1))
+    for artifact in (huge, just_over):
+        done = ctx04("vet", str(artifact), "--trace", str(trace))
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr == f"ctx04: error: {TOO_LARGE}\n"
+    piped = subprocess.run([CTX04, "vet", "-", "--trace", str(trace)], input=b"x" * (CAP + 1),
+                           capture_output=True, check=False)
+    assert (piped.returncode, piped.stdout, piped.stderr) == (
+        2, b"", f"ctx04: error: {TOO_LARGE}\n".encode()
+    )
+    # Exactly at the cap it is vetted (one long token, shared with no block).
+    at_cap = tmp_path / "at-cap.txt"
+    at_cap.write_bytes(b"x" * CAP)
+    assert vetted(at_cap.read_text(encoding="utf-8"), trace, tmp_path) == (
+        0, f"accepted: checked against {len(blocks(trace))} retrieved blocks\n", ""
+    )
+
+
+def test_the_cap_counts_utf8_bytes() -> None:
+    wide = "é" * (CAP // 2)  # 2 bytes each: exactly at the cap
+    assert vet(wide, [evidence(SHIPPING)]) == ACCEPTED
+    with pytest.raises(ArtifactTooLarge) as caught:
+        vet(wide + "x", [evidence(SHIPPING)])
+    assert str(caught.value) == TOO_LARGE
+
+
+def test_an_artifact_over_the_cap_is_a_tool_error_over_mcp(shop: Path, tmp_path: Path) -> None:
+    over, after = call_once(
+        shop, tmp_path / "cache",
+        [("vet", {"artifact": "x" * (CAP + 1)}), ("vet", {"artifact": "x = 1\n"})],
+    )
+    assert over.is_error
+    assert text_of(over) == f"Error executing tool vet: {TOO_LARGE}"
+    assert not after.is_error
+    assert text_of(after) == "accepted: checked against 0 retrieved blocks"
