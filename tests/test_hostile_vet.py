@@ -10,12 +10,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import anyio
 import pytest
 from conftest import GIT_ENV, SHOP, make_git_repo
 from ctx04_vet import coverage, overlap
-from test_mcp_server import call_once, text_of
+from mcp_types import CallToolResult
+from test_mcp_server import call_once, stdio_session, text_of
 from test_vet import ACCEPTED, REJECTED, SHIPPING, evidence
 
 from ctx04_core.settings import Settings
@@ -257,3 +260,54 @@ def test_an_artifact_over_the_cap_is_a_tool_error_over_mcp(shop: Path, tmp_path:
     assert text_of(over) == f"Error executing tool vet: {TOO_LARGE}"
     assert not after.is_error
     assert text_of(after) == "accepted: checked against 0 retrieved blocks"
+
+
+# --- a long vet over MCP ------------------------------------------------------------------
+
+
+def test_a_vet_past_the_timeout_is_a_tool_error_and_the_server_goes_on(
+    shop: Path, tmp_path: Path
+) -> None:
+    trace = tmp_path / "session.jsonl"
+    retrieved(shop, trace, TASK)
+    many = 5 * len(blocks(trace))  # five retrievals' worth
+    # Just under the cap: a generated module that reproduces no block.
+    module = "".join(f"step_{i} = advance(step_{i - 1}, {i})\n" for i in range(1, 30000))
+    generated = module[:module.rindex("\n", 0, CAP) + 1]
+    assert CAP - 40 < len(generated.encode()) <= CAP
+    remembered = 0
+
+    async def run() -> list[tuple[CallToolResult, float]]:
+        nonlocal remembered
+        async with stdio_session(shop, tmp_path / "cache", "--timeout", "0.1") as session:
+            # A retrieval past the timeout may still finish and be remembered;
+            # one that answers leaves no work behind, so the count is settled.
+            with anyio.fail_after(120):
+                while remembered < many:
+                    if (await session.call_tool("retrieve", {"task": TASK})).is_error:
+                        continue
+                    check = await session.call_tool("vet", {"artifact": "x = 1\n"})
+                    if check.structured_content is not None:
+                        remembered = check.structured_content["checked_blocks"]
+            results = []
+            for tool, arguments in (
+                ("vet", {"artifact": generated}), ("plugins", {}),
+                ("vet", {"artifact": blocks(trace)[0]}),
+            ):
+                started = time.monotonic()
+                results.append((await session.call_tool(tool, arguments),
+                                time.monotonic() - started))
+            return results
+
+    (slow, waited), (plugins, _), (copied, _) = anyio.run(run)
+    assert slow.is_error
+    assert text_of(slow) == (
+        "Error executing tool vet: no answer within 0.1 s; the artifact is not vetted"
+    )
+    assert waited < 30  # answered, not hung on the whole check
+    assert not plugins.is_error
+    assert text_of(copied) == REJECTED_LINE.rstrip("\n")
+    assert copied.structured_content == {
+        "accepted": False, "reasons": [REJECTED_LINE.removeprefix("rejected: ").rstrip("\n")],
+        "checked_blocks": remembered,
+    }
