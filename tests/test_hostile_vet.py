@@ -17,6 +17,8 @@ import anyio
 import pytest
 from conftest import GIT_ENV, SHOP, make_git_repo
 from ctx04_vet import coverage, overlap
+from hypothesis import given
+from hypothesis import strategies as st
 from mcp_types import CallToolResult
 from test_mcp_server import call_once, stdio_session, text_of
 from test_vet import ACCEPTED, REJECTED, SHIPPING, evidence
@@ -311,3 +313,26 @@ def test_a_vet_past_the_timeout_is_a_tool_error_and_the_server_goes_on(
         "accepted": False, "reasons": [REJECTED_LINE.removeprefix("rejected: ").rstrip("\n")],
         "checked_blocks": remembered,
     }
+
+
+def longest_common_run(block: list[str], artifact: list[str]) -> int:
+    """Dynamic programming over every pair of positions: the reference for the anchors."""
+    best = 0
+    previous = [0] * (len(artifact) + 1)
+    for token in block:
+        current = [0] * (len(artifact) + 1)
+        for j, other in enumerate(artifact, start=1):
+            if token == other:
+                current[j] = previous[j - 1] + 1
+                best = max(best, current[j])
+        previous = current
+    return best
+
+
+@given(
+    st.lists(st.sampled_from("abc"), min_size=1, max_size=30),
+    st.lists(st.sampled_from("abcd"), max_size=60),
+)
+def test_coverage_is_the_longest_common_run(block: list[str], artifact: list[str]) -> None:
+    expected = longest_common_run(block, artifact) / len(block)
+    assert coverage(" ".join(artifact), "\n".join(block)) == expected

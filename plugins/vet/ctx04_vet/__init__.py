@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ctx04_core.evidence import GAP
@@ -125,7 +126,7 @@ class Artifact:
 
         Any such run holds one of the anchors (runs of ``k`` tokens starting
         every ``length - k + 1`` tokens), so only where an anchor occurs is
-        the run measured, by extending it token by token on both sides.
+        the run measured, extended on both sides as far as the two agree.
         """
         k = (length + 1) // 2
         stride = length - k + 1
@@ -150,24 +151,28 @@ class Artifact:
             piece = f"{' '.join(following[:count])} "
             return self.authored[at:at + len(piece)] == piece
 
-        low, high = 0, len(following)  # continues(low) holds; find the largest
-        while low < high:
-            middle = (low + high + 1) // 2
-            if continues(middle):
-                low = middle
-            else:
-                high = middle - 1
-        return low
+        return largest(continues, len(following))
+
+
+def largest(holds: Callable[[int], bool], most: int) -> int:
+    """The largest n <= ``most`` for which ``holds(n)``, when it holds for every smaller n."""
+    low, high = 0, most
+    while low < high:
+        middle = (low + high + 1) // 2
+        if holds(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def coverage(artifact: str, block: str) -> float:
     """The share of the block's tokens in its longest run held by the artifact."""
     shown = TOKEN.findall(without_gaps(block))
+    if not shown:
+        return 0.0
     prepared = Artifact.of(artifact)
-    longest = 0
-    while longest < len(shown) and prepared.holds_run(shown, longest + 1):
-        longest += 1
-    return longest / len(shown) if shown else 0.0
+    return largest(lambda length: prepared.holds_run(shown, length), len(shown)) / len(shown)
 
 
 def overlap(artifact: str, block: str) -> float:
