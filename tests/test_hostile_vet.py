@@ -267,6 +267,9 @@ def test_an_artifact_over_the_cap_is_a_tool_error_over_mcp(shop: Path, tmp_path:
 # --- a long vet over MCP ------------------------------------------------------------------
 
 
+TIMED_OUT = "Error executing tool vet: no answer within 0.1 s; the artifact is not vetted"
+
+
 def test_a_vet_past_the_timeout_is_a_tool_error_and_the_server_goes_on(
     shop: Path, tmp_path: Path
 ) -> None:
@@ -279,7 +282,7 @@ def test_a_vet_past_the_timeout_is_a_tool_error_and_the_server_goes_on(
     assert CAP - 40 < len(generated.encode()) <= CAP
     remembered = 0
 
-    async def run() -> list[tuple[CallToolResult, float]]:
+    async def run() -> tuple[CallToolResult, float, CallToolResult, CallToolResult]:
         nonlocal remembered
         async with stdio_session(shop, tmp_path / "cache", "--timeout", "0.1") as session:
             # A retrieval past the timeout may still finish and be remembered;
@@ -291,21 +294,22 @@ def test_a_vet_past_the_timeout_is_a_tool_error_and_the_server_goes_on(
                     check = await session.call_tool("vet", {"artifact": "x = 1\n"})
                     if check.structured_content is not None:
                         remembered = check.structured_content["checked_blocks"]
-            results = []
-            for tool, arguments in (
-                ("vet", {"artifact": generated}), ("plugins", {}),
-                ("vet", {"artifact": blocks(trace)[0]}),
-            ):
-                started = time.monotonic()
-                results.append((await session.call_tool(tool, arguments),
-                                time.monotonic() - started))
-            return results
+            started = time.monotonic()
+            slow = await session.call_tool("vet", {"artifact": generated})
+            waited = time.monotonic() - started
+            plugins = await session.call_tool("plugins", {})
+            # The abandoned check competes for the GIL until it ends (its work
+            # bounded by the cap): a vet answers within the timeout after it.
+            with anyio.fail_after(60):
+                while True:
+                    copied = await session.call_tool("vet", {"artifact": blocks(trace)[0]})
+                    if not copied.is_error:
+                        return slow, waited, plugins, copied
+                    assert text_of(copied) == TIMED_OUT
 
-    (slow, waited), (plugins, _), (copied, _) = anyio.run(run)
+    slow, waited, plugins, copied = anyio.run(run)
     assert slow.is_error
-    assert text_of(slow) == (
-        "Error executing tool vet: no answer within 0.1 s; the artifact is not vetted"
-    )
+    assert text_of(slow) == TIMED_OUT
     assert waited < 30  # answered, not hung on the whole check
     assert not plugins.is_error
     assert text_of(copied) == REJECTED_LINE.rstrip("\n")

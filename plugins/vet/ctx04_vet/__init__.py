@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ctx04_core.evidence import GAP
@@ -60,7 +60,13 @@ HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
 def tokens(text: str) -> Counter[str]:
     """The multiset of tokens in ``text``."""
-    return Counter(match.group() for match in TOKEN.finditer(text))
+    return Counter(each_token(text))
+
+
+def each_token(text: str) -> Iterator[str]:
+    """The tokens of ``text`` one by one: ``findall`` would hold the GIL for
+    the whole of a large artifact, and the MCP server's other calls with it."""
+    return (match.group() for match in TOKEN.finditer(text))
 
 
 def without_gaps(text: str) -> str:
@@ -99,7 +105,7 @@ def spaced(text: str) -> str:
     Tokens hold no whitespace, so a run of tokens is contiguous in a text
     exactly when its spaced form is a substring of the text's spaced form.
     """
-    return f" {' '.join(TOKEN.findall(text))} "
+    return f" {' '.join(each_token(text))} "
 
 
 @dataclass(frozen=True)
