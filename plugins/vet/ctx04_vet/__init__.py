@@ -42,6 +42,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 
 from ctx04_core.evidence import GAP
 from ctx04_core.hookspecs import hookimpl
@@ -133,19 +134,37 @@ class Artifact:
         Any such run holds one of the anchors (runs of ``k`` tokens starting
         every ``length - k + 1`` tokens), so only where an anchor occurs is
         the run measured, extended on both sides as far as the two agree.
+        An anchor that recurs more often than the block has windows of
+        ``length`` tokens (a table of zeros, in an artifact full of them)
+        would cost more than looking for each window whole, a substring
+        search linear in the artifact: then that is done instead.
         """
+        windows = len(block) - length + 1
+        examined = 0
         k = (length + 1) // 2
         stride = length - k + 1
         for start in range(0, len(block) - k + 1, stride):
             anchor = f" {' '.join(block[start:start + k])} "
             at = self.authored.find(anchor)
             while at >= 0:
+                examined += 1
+                if examined > windows:
+                    return self._holds_window(block, length)
                 before = self._extend(block[:start][::-1], at, backwards=True)
                 after = self._extend(block[start + k:], at + len(anchor), backwards=False)
                 if before + k + after >= length:
                     return True
                 at = self.authored.find(anchor, at + 1)
         return False
+
+    def _holds_window(self, block: list[str], length: int) -> bool:
+        text = spaced(" ".join(block))
+        # starts[i]: where the space before token i is in ``text``.
+        starts = list(accumulate((len(token) + 1 for token in block), initial=0))
+        return any(
+            text[starts[first]:starts[first + length] + 1] in self.authored
+            for first in range(len(block) - length + 1)
+        )
 
     def _extend(self, following: list[str], at: int, *, backwards: bool) -> int:
         """How many of ``following`` (nearest first) continue the run at ``at``."""
