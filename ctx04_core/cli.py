@@ -6,7 +6,6 @@ commands so ``ctx04 --help`` starts fast.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import stat
@@ -87,30 +86,33 @@ DisableOption = Annotated[
 ]
 
 
-def read_text_file(path: Path, what: str, max_chars: int | None = None) -> str:
-    """The text of a file the user names (``-``: stdin), read no further than
-    ``max_chars`` + 1 characters: one past the budget shows the text was cut.
+def read_user_file(path: Path, what: str, max_bytes: int) -> bytes:
+    """At most ``max_bytes`` of a file the user names (``-``: stdin).
 
     Only a regular file is read: a FIFO or a device may block forever or never
-    end. Undecodable bytes stay surrogates, for the pipeline to escape and report.
+    end, so the file is opened non-blocking and refused unless it is one.
     """
-    limit = -1 if max_chars is None else max_chars + 1
     try:
         if str(path) == "-":
-            stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape")
-            try:
-                return stdin.read(limit)
-            finally:
-                stdin.detach()
+            return sys.stdin.buffer.read(max_bytes)
         # Non-blocking, so opening a FIFO that has no writer returns at once.
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):
             os.close(descriptor)
             fail(f"cannot read {what} {path}: not a regular file (give - to read stdin)")
-        with open(descriptor, encoding="utf-8", errors="surrogateescape") as text:
-            return text.read(limit)
+        with open(descriptor, "rb") as file:
+            return file.read(max_bytes)
     except OSError as err:
         fail(f"cannot read {what} {path}: {err.strerror or err}")
+
+
+def read_text_file(path: Path, what: str, max_chars: int) -> str:
+    """The text of a file the user names, no further than ``max_chars`` + 1
+    characters: one past the budget shows the text was cut. Undecodable bytes
+    stay surrogates, for the pipeline to escape and report."""
+    # A character is at most four bytes of UTF-8.
+    data = read_user_file(path, what, 4 * (max_chars + 1))
+    return data.decode("utf-8", "surrogateescape")[: max_chars + 1]
 
 
 @app.command()
@@ -404,6 +406,15 @@ def index_many(
         raise typer.Exit(1)
 
 
+def read_artifact(path: Path) -> str:
+    """The artifact's text, of which at most one byte past vet's cap is read:
+    enough for vet to refuse a larger one without holding it."""
+    from ctx04_core.vetting import MAX_ARTIFACT_BYTES
+
+    data = read_user_file(path, "artifact", MAX_ARTIFACT_BYTES + 1)
+    return data.decode("utf-8", "surrogateescape")
+
+
 @app.command()
 def vet(
     artifact: Annotated[
@@ -419,24 +430,30 @@ def vet(
 ) -> None:
     """Check a model's artifact against everything retrieved in the session.
 
-    Retrieved code is untrusted data, never a template: an artifact whose
-    tokens are more than 90% one retrieved block is rejected with exit code 1.
-    Exit 0 when it passes, 2 on bad input.
+    Retrieved code is untrusted data, never a template: an artifact that
+    reproduces a retrieved block (more than 90% of the artifact's tokens are
+    the block's, or it holds more than 90% of the block as one run) is
+    rejected with exit code 1. Exit 0 when it passes, 2 on bad input: an
+    unreadable trace, or an artifact over vet_max_artifact_bytes (1 MiB),
+    which is refused unvetted.
 
     Example: ctx04 vet patch.diff --trace session.jsonl
     """
     from ctx04_core.pipeline import escaped
-    from ctx04_core.vetting import TraceError, evidence_from_trace
+    from ctx04_core.vetting import ArtifactTooLarge, TraceError, evidence_from_trace
     from ctx04_core.vetting import vet as judge
 
     # Escaped as a task is, so no vet plugin is handed text it cannot encode.
-    text, _ = escaped(read_text_file(artifact, "artifact"))
+    text, _ = escaped(read_artifact(artifact))
     try:
         evidence = evidence_from_trace(trace)
     except TraceError as err:
         fail(str(err))
     with bad_input_exits_2():
-        verdict = judge(text, evidence, disable=disable or ())
+        try:
+            verdict = judge(text, evidence, disable=disable or ())
+        except ArtifactTooLarge as err:
+            fail(str(err))
     if verdict.accepted:
         Console().print(f"accepted: checked against {len(evidence)} retrieved blocks")
         return

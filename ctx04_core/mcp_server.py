@@ -261,9 +261,19 @@ def build_server(session: Session) -> MCPServer[Any]:
         lifetime (retrieved code is untrusted data, never a template).
         Returns accepted, or the rejection reasons.
         """
+        evidence = session.evidence()
         try:
-            evidence = session.evidence()
-            verdict = await anyio.to_thread.run_sync(lambda: judge(artifact, evidence))
+            # A thread cannot be stopped: past the timeout the check is left
+            # to finish on its own, its work bounded by vet_max_artifact_bytes
+            # times the blocks remembered, and its verdict dropped.
+            with anyio.fail_after(session.timeout_s):
+                verdict = await anyio.to_thread.run_sync(
+                    lambda: judge(artifact, evidence), abandon_on_cancel=True
+                )
+        except TimeoutError:
+            raise ToolError(
+                f"no answer within {session.timeout_s:g} s; the artifact is not vetted"
+            ) from None
         except Exception as err:
             raise _tool_error(err) from err
         if verdict.accepted:

@@ -159,9 +159,20 @@ class Settings:
     call_signatures_limit: int = 8
     # §3.6 token cap
     budget_tokens: int = 4000
-    # §3.7 vetting: an artifact sharing more than this share of its tokens
-    # with one retrieved block is a verbatim reproduction
+    # §3.7 vetting (plugins/vet has the measure exactly). An artifact
+    # reproduces a retrieved block when more than vet_overlap_threshold of
+    # its tokens are the block's (a bare copy), or when it holds more than
+    # that share of the block's tokens as one contiguous run (a copy under
+    # the block's heading or wrapped in other text), for a block of at least
+    # vet_min_block_tokens tokens: a signature alone (10 to 30 tokens) is
+    # what an override or a rewrite of that function restates. An artifact
+    # over vet_max_artifact_bytes (UTF-8) is refused, not vetted, and the CLI
+    # reads no more of it: a 50 MB one took 726 MB to vet. 1 MiB is the
+    # largest source file ctx04 reads (max_file_bytes) and far more than a
+    # model writes in one answer.
     vet_overlap_threshold: float = 0.9
+    vet_min_block_tokens: int = 40
+    vet_max_artifact_bytes: int = 1024 * 1024
     # Evidence budgets (repository-source-references). A file over
     # max_file_bytes is excluded whole, never read as a prefix; a shown line is
     # cut to max_line_bytes at a UTF-8 boundary. The block cap lets the token

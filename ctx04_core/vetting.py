@@ -16,11 +16,25 @@ from pathlib import Path
 from typing import Any
 
 from ctx04_core.plugins import plugin_manager
+from ctx04_core.settings import Settings
 from ctx04_core.types import SOURCE_REF_SCHEMA, TRACE_SCHEMA, ContextSlice, Evidence, SourceRef
+
+# vet takes no settings, so the cap is read once from the setting's default.
+MAX_ARTIFACT_BYTES = Settings().vet_max_artifact_bytes
 
 
 class TraceError(ValueError):
     """A trace file that cannot be read, or a line of it that is not a valid record."""
+
+
+class ArtifactTooLarge(ValueError):
+    """An artifact over vet_max_artifact_bytes: refused, not vetted."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"the artifact is over vet_max_artifact_bytes ({MAX_ARTIFACT_BYTES} bytes): "
+            "refused, not vetted"
+        )
 
 
 @dataclass(frozen=True)
@@ -44,7 +58,14 @@ def vet(
     entry the budget left out was never shown) or the evidence itself.
     ``disable`` / ``only`` choose plugins by entry-point name, as for
     ``retrieve``; with no ``vet`` implementation enabled everything passes.
+    An artifact over :data:`MAX_ARTIFACT_BYTES` of UTF-8 raises
+    :class:`ArtifactTooLarge` before any rule sees it.
     """
+    # No character takes less than a byte, so a long text is refused uncounted.
+    if len(artifact) > MAX_ARTIFACT_BYTES or (
+        len(artifact.encode("utf-8", "surrogatepass")) > MAX_ARTIFACT_BYTES
+    ):
+        raise ArtifactTooLarge()
     if isinstance(retrieved, ContextSlice):
         evidence = tuple(entry.evidence for entry in retrieved.entries if entry.included)
     else:
