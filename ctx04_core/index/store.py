@@ -30,6 +30,7 @@ import pluggy
 from ctx04_core import ripgrep
 from ctx04_core.index import schema
 from ctx04_core.paths import nameable
+from ctx04_core.regular_file import FileTooLarge, NotRegularFile, read_regular_file
 from ctx04_core.settings import Settings
 from ctx04_core.text import dotted, split_lines, tokenize
 from ctx04_core.types import Diagnostic, Edge, Node, NodeValues, ParsedFile, Span
@@ -443,9 +444,9 @@ class CodeIndex:
         if standing is not None and standing == (_UNREAD + stat if too_large else stat):
             return False
         if too_large:
-            message = f"{st.st_size} bytes, over the {settings.max_file_bytes} limit"
             # A row for a file never read keeps its stat: it cannot be racy.
-            writer.record(rel, file_id, st.st_size, stat, _Outcome("", "too_large", message))
+            writer.record(rel, file_id, st.st_size, stat,
+                          _Outcome("", "too_large", _too_large(st.st_size, settings)))
             return True
         known_key = ""
         if standing is not None:
@@ -870,8 +871,12 @@ def _read_file(
 ) -> _Outcome:
     """Read, key and (unless its key is ``known_key``) parse one file."""
     try:
-        with open(top + rel, "rb") as handle:
-            data = handle.read()
+        data = read_regular_file(top + rel, settings.max_file_bytes)
+    except NotRegularFile as refused:
+        # Listed as a file, replaced since (by a FIFO, a folder, a link).
+        return _Outcome("", "refused", str(refused))
+    except FileTooLarge as large:
+        return _Outcome("", "too_large", _too_large(large.size, settings))
     except OSError as err:
         return _Outcome("", "unreadable", _reason(err))
     key = hashlib.sha256(data + rel.encode("utf-8")).hexdigest()
@@ -1026,6 +1031,10 @@ def _stat_key(st: os.stat_result) -> str:
     replaces the file changes the inode.
     """
     return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
+
+
+def _too_large(size: int, settings: Settings) -> str:
+    return f"{size} bytes, over the {settings.max_file_bytes} limit"
 
 
 def _reason(err: OSError) -> str:
