@@ -8,17 +8,27 @@ change at exactly the moment it would hurt.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import pytest
 from conftest import make_git_repo
+from test_mcp_server import CTX04, server_env, stdio_session, text_of
 
 from ctx04_core import retrieve
-from ctx04_core.index import CodeIndex, RefreshStats
+from ctx04_core.evidence import HEADER
+from ctx04_core.hookspecs import hookimpl
+from ctx04_core.index import CodeIndex, IndexUnavailable, RefreshStats, store
 from ctx04_core.pipeline import open_repo, refreshed_repo
 from ctx04_core.plugins import plugin_manager
 from ctx04_core.regular_file import NotRegularFile, read_regular_file
@@ -140,3 +150,218 @@ def test_the_renderer_refuses_a_file_that_became_a_fifo(tmp_path: Path) -> None:
         assert repo.diagnostics == (Diagnostic("excluded", "not a regular file", "churn.py"),)
     finally:
         repo.index.close()
+
+
+# --- forked workers under a warm server -------------------------------------------------
+
+SERVERS = 3
+# Over PARALLEL_MIN_FILES, so each server's first refresh forks its parse workers.
+MANY_FILES: dict[str, str | bytes] = {
+    f"pkg/m{i:03}.py": f"def f{i}(x):\n    return x + {i}\n" for i in range(300)
+}
+
+
+def process_table() -> dict[int, tuple[str, int, int]]:
+    """Every live process: pid -> (state, parent pid, process group)."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat_line = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue  # ended meanwhile
+        state, ppid, pgrp = stat_line.rsplit(")", 1)[1].split()[:3]
+        table[int(entry)] = (state, int(ppid), int(pgrp))
+    return table
+
+
+def living(pid: int) -> bool:
+    """Running and not a zombie (the client reaps the server only when it closes)."""
+    found = process_table().get(pid)
+    return found is not None and found[0] != "Z"
+
+
+def server_pid(repo: Path) -> int:
+    """The ``ctx04 mcp --repo REPO`` process this test process started."""
+    (pid,) = [
+        pid for pid, (_, ppid, _) in process_table().items()
+        if ppid == os.getpid()
+        and str(repo) in Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    ]
+    return pid
+
+
+@dataclass(frozen=True)
+class Served:
+    first: str  # the first answer's text, or the tool error
+    still_alive: bool  # a few seconds after the first answer
+    second: str
+    survivors: list[int]  # processes of the server's group alive after it ended
+    index_after: subprocess.CompletedProcess[str]  # ``ctx04 index`` right after
+
+
+async def serve_and_stop(repo: Path, cache: Path) -> Served:
+    """Two retrieves a few seconds apart from a fresh server, then SIGTERM to it."""
+    async with stdio_session(repo, cache) as session:
+        pid = server_pid(repo)
+        first = text_of(await session.call_tool("retrieve", {"task": "f150 adds the wrong number"}))
+        # The servers that stopped by themselves did so within 3 s of their first answer.
+        await anyio.sleep(4)
+        still_alive = living(pid)
+        second = text_of(await session.call_tool("retrieve", {"task": "f7 adds the wrong number"}))
+        os.kill(pid, signal.SIGTERM)
+        with anyio.fail_after(30):
+            while living(pid):
+                await anyio.sleep(0.05)
+        # The client kills the server's whole group when it closes: look before that.
+        group = [p for p, (state, _, pgrp) in process_table().items()
+                 if pgrp == pid and state != "Z"]
+        index_after = await anyio.to_thread.run_sync(lambda: subprocess.run(
+            [CTX04, "index", "--repo", str(repo)], env=server_env(cache),
+            capture_output=True, text=True, check=False, timeout=120,
+        ))
+    return Served(first, still_alive, second, group, index_after)
+
+
+def test_warm_servers_survive_their_parallel_refresh_and_leave_no_worker(tmp_path: Path) -> None:
+    repos = [make_git_repo(tmp_path / f"repo{n}", MANY_FILES).resolve() for n in range(SERVERS)]
+    cache = tmp_path / "cache"
+    served: dict[Path, Served] = {}
+
+    async def all_servers() -> None:
+        async with anyio.create_task_group() as servers:
+            for repo in repos:
+
+                async def one(repo: Path = repo) -> None:
+                    served[repo] = await serve_and_stop(repo, cache)
+
+                servers.start_soon(one)
+
+    anyio.run(all_servers)
+    for repo in repos:
+        outcome = served[repo]
+        assert outcome.first.startswith(HEADER), outcome.first
+        assert "### pkg.m150.f150 [pkg/m150.py:1-2, " in outcome.first
+        assert outcome.still_alive
+        assert "### pkg.m007.f7 [pkg/m007.py:1-2, " in outcome.second
+        assert outcome.survivors == []
+        assert outcome.index_after.returncode == 0, outcome.index_after.stderr
+        assert outcome.index_after.stdout.startswith("indexed 300 files in ")
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def forked_workers(server: int) -> list[int]:
+    """The live processes forked from ``server`` that run its very command line (its
+    parse workers, not the rg or git it runs)."""
+    return [
+        pid for pid, (state, ppid, pgrp) in process_table().items()
+        if ppid == server and state != "Z" and cmdline(pid) == cmdline(server)
+    ]
+
+
+# A refresh in a process of its own, with a parser that never returns on one file:
+# a worker as stuck as the ones that sat in a FIFO's open.
+STUCK_REFRESH = """
+import sys, time
+from pathlib import Path
+
+from ctx04_core.hookspecs import hookimpl
+from ctx04_core.index import CodeIndex
+from ctx04_core.pipeline import refreshed_repo
+from ctx04_core.plugins import plugin_manager
+from ctx04_core.settings import Settings
+
+root, stuck = Path(sys.argv[1]), Path(sys.argv[2])
+
+
+class Stuck:
+    @hookimpl(tryfirst=True)
+    def parse_file(self, path, text):
+        if path == "pkg/m100.py":
+            stuck.touch()
+            time.sleep(600)
+        return None
+
+
+pm = plugin_manager()
+pm.register(Stuck())
+refreshed_repo(CodeIndex.open(root), pm, Settings())
+"""
+
+
+def test_a_stuck_worker_dies_with_its_parent_and_holds_no_lock(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", MANY_FILES).resolve()
+    script, stuck = tmp_path / "stuck_refresh.py", tmp_path / "stuck"
+    script.write_text(STUCK_REFRESH, encoding="utf-8")
+    process = subprocess.Popen([sys.executable, str(script), str(repo), str(stuck)])
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + HANG_S
+        while not stuck.exists():
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        workers = forked_workers(process.pid)
+        process.kill()  # as an out-of-memory killer or a crash would
+        process.wait()
+        deadline = time.monotonic() + 10  # the kernel ends them with their parent
+        while [w for w in workers if living(w)] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        survivors = [w for w in workers if living(w)]
+        done = subprocess.run(
+            [CTX04, "index", "--repo", str(repo)], capture_output=True, text=True, check=False,
+            timeout=120,
+        )
+    finally:
+        process.kill()
+        for worker in workers:  # were any left behind, they are this test's to end
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker, signal.SIGKILL)
+    assert len(workers) >= 2
+    assert survivors == []
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("indexed 300 files in ")
+
+
+class StuckParser:
+    """A parser plugin that never returns on one file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    @hookimpl(tryfirst=True)
+    def parse_file(self, path: str, text: str) -> None:
+        if path == self.path:
+            time.sleep(600)
+
+
+def test_a_worker_that_gives_no_answer_stops_the_refresh_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store, "WORKER_ANSWER_TIMEOUT_S", 2.0)
+    root = make_git_repo(tmp_path / "repo", MANY_FILES).resolve()
+    pm = plugin_manager()
+    pm.register(StuckParser("pkg/m100.py"))
+    failed: list[BaseException] = []
+
+    def refresh() -> None:
+        try:
+            open_repo(root, pm, Settings())
+        except IndexUnavailable as err:
+            failed.append(err)
+
+    refreshing = threading.Thread(target=refresh, daemon=True)
+    refreshing.start()
+    refreshing.join(HANG_S)
+    assert not refreshing.is_alive(), "the refresh waited on the stuck worker"
+    assert [str(err) for err in failed] == [
+        "a parse worker gave no answer within 2 s; the refresh was stopped"
+    ]
+    # Closing the pool ended every worker, the stuck one too.
+    assert forked_workers(os.getpid()) == []

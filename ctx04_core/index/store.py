@@ -21,6 +21,7 @@ from collections.abc import Callable, Container, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from multiprocessing.pool import IMapIterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,6 +30,7 @@ import pluggy
 
 from ctx04_core import ripgrep
 from ctx04_core.index import schema
+from ctx04_core.index.workers import forked_pool, not_inherited
 from ctx04_core.paths import nameable
 from ctx04_core.regular_file import FileTooLarge, NotRegularFile, read_regular_file
 from ctx04_core.settings import Settings
@@ -58,8 +60,12 @@ PARALLEL_MIN_FILES = 256
 PARALLEL_CHUNK = 16
 PARALLEL_WINDOW = 1024
 _FORK = "fork" in multiprocessing.get_all_start_methods()
-# What a forked worker parses with: the root (as a prefix), the plugin manager
-# and the settings.
+# A worker's answer (PARALLEL_CHUNK files read and parsed) that has not come
+# within this long means the worker is stuck: the refresh fails with one
+# line rather than wait for ever, and closing the pool ends the workers.
+WORKER_ANSWER_TIMEOUT_S = 300.0
+# In a forked worker, what it parses with: the root (as a prefix), the
+# plugin manager and the settings.
 _forked: tuple[str, pluggy.PluginManager, Settings] | None = None
 
 _NODE_COLUMNS = (
@@ -949,7 +955,8 @@ def _outcomes(
     when there are enough files to be worth starting them, else here.
 
     Workers are forked, so they parse with this very plugin manager (plugins
-    registered in-process included). At most two windows of files are in
+    registered in-process included), and share nothing else with this process
+    (:mod:`ctx04_core.index.workers`). At most two windows of files are in
     flight, so a writer slower than the workers never holds every result.
     """
     workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
@@ -957,25 +964,44 @@ def _outcomes(
         for rel, known_key in jobs:
             yield _read_file(top, rel, known_key, pm, settings)
         return
+    with forked_pool(workers, _adopt, (top, pm, settings)) as pool:
+        pending: Iterator[_Outcome] = iter(())
+        for start in range(0, len(jobs), PARALLEL_WINDOW):
+            # Chunked here, not by imap: only an unchunked imap's answers can be
+            # awaited with a deadline.
+            chunks = [jobs[at : at + PARALLEL_CHUNK]
+                      for at in range(start, min(start + PARALLEL_WINDOW, len(jobs)),
+                                      PARALLEL_CHUNK)]
+            ahead = _in_time(pool.imap(_read_forked, chunks))
+            yield from pending
+            pending = ahead
+        yield from pending
+
+
+def _in_time(answers: IMapIterator[list[_Outcome]]) -> Iterator[_Outcome]:
+    """The workers' answers, each chunk's within ``WORKER_ANSWER_TIMEOUT_S``."""
+    while True:
+        try:
+            yield from answers.next(WORKER_ANSWER_TIMEOUT_S)
+        except StopIteration:
+            return
+        except multiprocessing.TimeoutError:
+            raise IndexUnavailable(
+                f"a parse worker gave no answer within {WORKER_ANSWER_TIMEOUT_S:g} s; "
+                "the refresh was stopped"
+            ) from None
+
+
+def _adopt(top: str, pm: pluggy.PluginManager, settings: Settings) -> None:
+    """In a new worker: keep what the refresh parses with (each refresh forks its own)."""
     global _forked
     _forked = (top, pm, settings)
-    try:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            pending: Iterator[_Outcome] = iter(())
-            for start in range(0, len(jobs), PARALLEL_WINDOW):
-                window = jobs[start : start + PARALLEL_WINDOW]
-                ahead = pool.imap(_read_forked, window, chunksize=PARALLEL_CHUNK)
-                yield from pending
-                pending = ahead
-            yield from pending
-    finally:
-        _forked = None
 
 
-def _read_forked(job: tuple[str, str]) -> _Outcome:
+def _read_forked(chunk: list[tuple[str, str]]) -> list[_Outcome]:
     assert _forked is not None
     top, pm, settings = _forked
-    return _read_file(top, *job, pm, settings)
+    return [_read_file(top, rel, known_key, pm, settings) for rel, known_key in chunk]
 
 
 def _fingerprint(pm: pluggy.PluginManager) -> str:
@@ -1085,7 +1111,7 @@ def _exclusive(path: Path, root: Path) -> Iterator[None]:
             f"cannot write the index folder {path.parent}: {err.strerror or err}; "
             "give a writable one with --index-dir"
         ) from err
-    with handle:
+    with handle, not_inherited(handle.fileno()):
         deadline = time.monotonic() + LOCK_TIMEOUT_S
         seen = _progress_mark(path)
         while True:
