@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -365,3 +365,61 @@ def test_a_worker_that_gives_no_answer_stops_the_refresh_with_one_line(
     ]
     # Closing the pool ended every worker, the stuck one too.
     assert forked_workers(os.getpid()) == []
+
+
+# --- a full disk ------------------------------------------------------------------------
+
+# Four hundred files whose index outgrows a 1 MiB file system many times over.
+WORDY: dict[str, str | bytes] = {
+    f"pkg/m{i:03}.py": "".join(
+        f"def function_{i}_{j}(alpha, beta):\n"
+        f"    '''Compute the thing number {j} for module {i}.'''\n"
+        f"    return alpha * {j} + beta - {i}\n\n\n"
+        for j in range(20)
+    )
+    for i in range(400)
+}
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A folder on a 1 MiB file system of its own (a tmpfs mounted for the test)."""
+    folder = tmp_path / "small-disk"
+    folder.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)],
+                             capture_output=True, text=True, check=False)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        # Lazily: a process still holding a file there must not fail the test.
+        subprocess.run(["umount", "--lazy", str(folder)], check=True)
+
+
+def test_a_full_disk_leaves_no_write_ahead_log_behind(tmp_path: Path, small_disk: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", WORDY).resolve()
+    wal = small_disk / "index.sqlite3-wal"
+    full = f"cannot write the index {small_disk / 'index.sqlite3'}: database or disk is full"
+    index = CodeIndex.open(repo, small_disk)
+    try:
+        with pytest.raises(IndexUnavailable) as failed:
+            refreshed_repo(index, plugin_manager(), Settings())
+        assert str(failed.value) == full
+        # The failed refresh closed its pool at once: no worker holds the disk.
+        assert forked_workers(os.getpid()) == []
+        # The index stays open, as in a warm server: its WAL gave the space back.
+        assert wal.stat().st_size == 0
+        assert index.check() is None
+    finally:
+        index.close()
+    assert not wal.exists()
+    # The CLI says the same in one line, and leaves the same.
+    done = subprocess.run(
+        [CTX04, "index", "--repo", str(repo), "--index-dir", str(small_disk)],
+        capture_output=True, text=True, check=False, timeout=120,
+    )
+    assert (done.returncode, done.stderr) == (2, f"ctx04: error: {full}\n")
+    assert sorted(os.listdir(small_disk)) == ["index.sqlite3", "index.sqlite3.lock"]

@@ -17,9 +17,9 @@ import os
 import sqlite3
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections.abc import Callable, Container, Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from multiprocessing.pool import IMapIterator
 from pathlib import Path
@@ -345,7 +345,7 @@ class CodeIndex:
         # Taken before any file is read, so a file read later is never
         # wrongly taken as settled (see RACY_NS).
         now = time.time_ns()
-        conn.execute("BEGIN IMMEDIATE")
+        _begin(conn)
         try:
             reads: list[_Read] = []
             for rel in paths:
@@ -359,22 +359,26 @@ class CodeIndex:
                     unchanged += 1
             if progress is not None and len(reads) < len(paths):
                 progress(len(paths) - len(reads), len(paths))
-            outcomes = _outcomes(top, [(r.rel, r.known_key) for r in reads], pm, settings)
-            for done, (read, outcome) in enumerate(zip(reads, outcomes, strict=True), 1):
-                if outcome.key and outcome.key == read.known_key:
-                    assert read.file_id is not None
-                    writer.touch(read.file_id, read.size, read.settled)
-                    unchanged += 1
-                else:
-                    writer.record(read.rel, read.file_id, read.size,
-                                  read.settled if outcome.key else read.stat, outcome)
-                    parsed += 1
-                if done % BATCH_FILES == 0:
-                    writer.flush()
-                    # A heartbeat for processes waiting on the lock: still busy.
-                    _lock_path(self.path).touch()
-                if progress is not None:
-                    progress(len(paths) - len(reads) + done, len(paths))
+            # Closed here when the write fails, so its workers end now, not
+            # whenever the failure's traceback is let go.
+            with closing(
+                _outcomes(top, [(r.rel, r.known_key) for r in reads], pm, settings)
+            ) as outcomes:
+                for done, (read, outcome) in enumerate(zip(reads, outcomes, strict=True), 1):
+                    if outcome.key and outcome.key == read.known_key:
+                        assert read.file_id is not None
+                        writer.touch(read.file_id, read.size, read.settled)
+                        unchanged += 1
+                    else:
+                        writer.record(read.rel, read.file_id, read.size,
+                                      read.settled if outcome.key else read.stat, outcome)
+                        parsed += 1
+                    if done % BATCH_FILES == 0:
+                        writer.flush()
+                        # A heartbeat for processes waiting on the lock: still busy.
+                        _lock_path(self.path).touch()
+                    if progress is not None:
+                        progress(len(paths) - len(reads) + done, len(paths))
             # Entries the listing passed over (a link out of the root, a link
             # loop) are recorded, never opened, so coverage can name them.
             for rel, reason in refused.items():
@@ -391,8 +395,7 @@ class CodeIndex:
             summary = self._summary(written=bool(parsed or gone or refused))
             conn.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            _abandon(conn)
             raise
         return parsed, unchanged, len(gone), summary
 
@@ -641,7 +644,7 @@ class CodeIndex:
         the first ``:``), only the newest ``keep`` values stay, so one plugin's
         many small entries never push out another's few large ones."""
         namespace = key.partition(":")[0] + ":%"
-        self._conn.execute("BEGIN IMMEDIATE")
+        _begin(self._conn)
         try:
             self._conn.execute(
                 "INSERT OR REPLACE INTO derived(key, value, stored_ns) VALUES (?, ?, ?)",
@@ -654,7 +657,7 @@ class CodeIndex:
             )
             self._conn.execute("COMMIT")
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            _abandon(self._conn)
             raise
 
     def node_values(self, key: str, nodes: Sequence[Node]) -> list[bytes | None]:
@@ -685,7 +688,7 @@ class CodeIndex:
             by_path.setdefault(node.span.path, []).append((node, value))
         if not by_path:
             return
-        self._conn.execute("BEGIN IMMEDIATE")
+        _begin(self._conn)
         try:
             # Ids are looked up inside the write, so a refresh by another
             # process cannot renumber the nodes in between.
@@ -707,7 +710,7 @@ class CodeIndex:
                 )
             self._conn.execute("COMMIT")
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            _abandon(self._conn)
             raise
 
     def multiline_statements(self, path: str) -> tuple[tuple[int, int], ...]:
@@ -950,7 +953,7 @@ def _rows(
 
 def _outcomes(
     top: str, jobs: list[tuple[str, str]], pm: pluggy.PluginManager, settings: Settings
-) -> Iterator[_Outcome]:
+) -> Generator[_Outcome, None, None]:
     """:func:`_read_file` of each (path, known key), in order: in worker processes
     when there are enough files to be worth starting them, else here.
 
@@ -1074,6 +1077,27 @@ def _innermost_first(node: Node) -> tuple[int, bool, int]:
 def _node(row: Sequence[Any]) -> Node:
     path, qualname, name, kind, start, end, header_end, signature, docstring = row
     return Node(qualname, name, kind, Span(path, start, end), header_end, signature, docstring)
+
+
+def _begin(conn: sqlite3.Connection) -> None:
+    """Start a write, the WAL's committed frames first copied into the database.
+
+    So a write that fails leaves nothing in the WAL but its own frames, which
+    :func:`_abandon` can give back: a WAL that held committed frames could
+    only be truncated after copying them, and on a full disk that copy fails
+    too, leaving the WAL to keep the disk full.
+    """
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    conn.execute("BEGIN IMMEDIATE")
+
+
+def _abandon(conn: sqlite3.Connection) -> None:
+    """Roll back a failed write and truncate the WAL its frames grew (a full disk's
+    space back); the write's own error is the one to report."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+    with suppress(sqlite3.Error):
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def _connect_or_recover(path: Path) -> tuple[sqlite3.Connection, str | None]:
