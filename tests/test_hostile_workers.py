@@ -23,6 +23,9 @@ from pathlib import Path
 import anyio
 import pytest
 from conftest import make_git_repo
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
 from test_mcp_server import CTX04, server_env, stdio_session, text_of
 
 from ctx04_core import retrieve
@@ -365,6 +368,82 @@ def test_a_worker_that_gives_no_answer_stops_the_refresh_with_one_line(
     ]
     # Closing the pool ended every worker, the stuck one too.
     assert forked_workers(os.getpid()) == []
+
+
+def stuck_parser_distribution(site: Path, stuck: Path) -> Path:
+    """An installed third-party plugin (a module and its dist-info, for PYTHONPATH) whose
+    parser never returns on pkg/m100.py, touching ``stuck`` when it starts on it."""
+    info = site / "ctx04_stuck_parser-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: ctx04-stuck-parser\nVersion: 0.1\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text("[ctx04]\nstuck = ctx04_stuck_parser\n",
+                                           encoding="utf-8")
+    (site / "ctx04_stuck_parser.py").write_text(
+        "import time\n"
+        "from pathlib import Path\n"
+        "from ctx04_core.hookspecs import hookimpl\n\n\n"
+        "@hookimpl(tryfirst=True)\n"
+        "def parse_file(path, text):\n"
+        "    if path == 'pkg/m100.py':\n"
+        f"        Path({str(stuck)!r}).touch()\n"
+        "        time.sleep(600)\n",
+        encoding="utf-8",
+    )
+    return site
+
+
+def test_sigterm_ends_a_server_whose_refresh_is_stuck(tmp_path: Path) -> None:
+    repo = make_git_repo(tmp_path / "repo", MANY_FILES).resolve()
+    stuck, cache = tmp_path / "stuck", tmp_path / "cache"
+    site = stuck_parser_distribution(tmp_path / "site", stuck)
+    params = StdioServerParameters(
+        command=CTX04, args=["mcp", "--repo", str(repo)],
+        env={**server_env(cache), "PYTHONPATH": str(site)},
+    )
+
+    async def stop_while_stuck() -> tuple[list[int], bool, list[int]]:
+        async with (
+            stdio_client(params) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            pid = server_pid(repo)
+            async with anyio.create_task_group() as calls:
+
+                async def ask() -> None:
+                    with contextlib.suppress(MCPError):  # the server leaves before it answers
+                        await session.call_tool("retrieve", {"task": "f7 adds the wrong number"})
+
+                calls.start_soon(ask)
+                with anyio.fail_after(120):
+                    while not stuck.exists():
+                        await anyio.sleep(0.01)
+                workers = forked_workers(pid)
+                os.kill(pid, signal.SIGTERM)
+                # Within the grace, not after the stuck worker's 300 s deadline.
+                with anyio.move_on_after(30):
+                    while living(pid):
+                        await anyio.sleep(0.05)
+                ended = not living(pid)
+                with anyio.move_on_after(10):  # the kernel ends them with their parent
+                    while [w for w in workers if living(w)]:
+                        await anyio.sleep(0.05)
+                calls.cancel_scope.cancel()
+            # The client kills the server's whole group when it closes: look before that.
+            return workers, ended, [w for w in workers if living(w)]
+
+    workers, ended, survivors = anyio.run(stop_while_stuck)
+    assert len(workers) >= 2
+    assert ended, "SIGTERM did not end the server within 30 s"
+    assert survivors == []
+    done = subprocess.run(
+        [CTX04, "index", "--repo", str(repo)], env=server_env(cache),
+        capture_output=True, text=True, check=False, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("indexed 300 files in ")
 
 
 # --- a full disk ------------------------------------------------------------------------
