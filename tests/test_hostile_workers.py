@@ -1,9 +1,11 @@
-"""Hostile repositories against the index's readers and workers (issue 26, round 3).
+"""Hostile repositories against the index's readers, workers and disk (issue 26, round 3).
 
 A repository changes under ctx04 while it reads it: a file listed by the walk
 can be a FIFO by the time it is opened. The refresh's ``progress`` callback
 runs after the stat walk and before any file is read, so a test can make that
-change at exactly the moment it would hurt.
+change at exactly the moment it would hurt. Parse workers are forked from
+whatever refreshes, a warm ``ctx04 mcp`` server included: they must neither
+stop it nor outlive it. A full disk must not be kept full by the index's WAL.
 """
 
 from __future__ import annotations

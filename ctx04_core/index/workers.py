@@ -88,7 +88,9 @@ def _started(
 
 def _die_with(parent: int) -> None:
     """Have the kernel kill this process when ``parent`` ends (Linux; elsewhere the
-    pool's closing at the end of the refresh is all)."""
+    pool's closing at the end of the refresh is all). The kernel watches the
+    thread that forked, which is the refresh's own or the pool's: both outlive
+    the pool."""
     try:
         prctl = ctypes.CDLL(None, use_errno=True).prctl
     except (OSError, AttributeError):
