@@ -159,6 +159,11 @@ def test_the_renderer_refuses_a_file_that_became_a_fifo(tmp_path: Path) -> None:
 
 # --- forked workers under a warm server -------------------------------------------------
 
+# A refresh forks its parse workers only with two CPUs or more (store._outcomes).
+forks_workers = pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2, reason="a refresh forks workers only on two CPUs or more"
+)
+
 SERVERS = 3
 # Over PARALLEL_MIN_FILES, so each server's first refresh forks its parse workers.
 MANY_FILES: dict[str, str | bytes] = {
@@ -301,6 +306,7 @@ refreshed_repo(CodeIndex.open(root), pm, Settings())
 """
 
 
+@forks_workers
 def test_a_stuck_worker_dies_with_its_parent_and_holds_no_lock(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", MANY_FILES).resolve()
     script, stuck = tmp_path / "stuck_refresh.py", tmp_path / "stuck"
@@ -346,6 +352,7 @@ class StuckParser:
             time.sleep(600)
 
 
+@forks_workers
 def test_a_worker_that_gives_no_answer_stops_the_refresh_with_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -396,6 +403,7 @@ def stuck_parser_distribution(site: Path, stuck: Path) -> Path:
     return site
 
 
+@forks_workers
 def test_sigterm_ends_a_server_whose_refresh_is_stuck(tmp_path: Path) -> None:
     repo = make_git_repo(tmp_path / "repo", MANY_FILES).resolve()
     stuck, cache = tmp_path / "stuck", tmp_path / "cache"
