@@ -48,6 +48,9 @@ T = TypeVar("T")
 
 # glibc's mallopt parameter for the most malloc arenas a process may have.
 M_ARENA_MAX = -8
+# How long a SIGTERM or SIGINT waits for the work under way (a cold refresh of a
+# large repository takes minutes) before the server leaves anyway.
+SHUTDOWN_GRACE_S = 5.0
 
 INSTRUCTIONS = (
     "ctx04 finds the few lines of code a task needs in a repository. Call `retrieve` with "
@@ -378,8 +381,11 @@ def serve(session: Session, http: tuple[str, int] | None) -> None:
                         break
                 # The thread reading stdin cannot be interrupted, so the task
                 # group would never finish: close what holds state (the work
-                # under way, each index), then leave.
-                await anyio.to_thread.run_sync(session.warm.close)
+                # under way, each index), then leave. Work still going after
+                # the grace is left to die with the process: its write is
+                # rolled back by the next opener, its parse workers die too.
+                with anyio.move_on_after(SHUTDOWN_GRACE_S):
+                    await anyio.to_thread.run_sync(session.warm.close, abandon_on_cancel=True)
                 logging.shutdown()
                 os._exit(0)
 

@@ -7,8 +7,6 @@ a regular file inside the root; every stage sees the same observed bytes.
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +14,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ctx04_core.git import run_git
+from ctx04_core.regular_file import FileTooLarge, NotRegularFile, read_regular_file
 from ctx04_core.text import source_text, split_lines
 from ctx04_core.types import Diagnostic
 
@@ -125,15 +124,11 @@ class Repo:
         if not target.is_relative_to(self.root):
             return "outside the repository"
         try:
-            st = os.stat(target)
-        except OSError as err:
-            return f"unreadable: {err.strerror}"
-        if not stat.S_ISREG(st.st_mode):
-            return "not a regular file"
-        if st.st_size > self.max_file_bytes:
+            data = read_regular_file(str(target), self.max_file_bytes)
+        except NotRegularFile as refused:
+            return str(refused)
+        except FileTooLarge:
             return f"larger than {self.max_file_bytes} bytes"
-        try:
-            data = target.read_bytes()
         except OSError as err:
             return f"unreadable: {err.strerror}"
         if b"\0" in data:

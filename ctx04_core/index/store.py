@@ -17,10 +17,11 @@ import os
 import sqlite3
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections.abc import Callable, Container, Generator, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
+from multiprocessing.pool import IMapIterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,8 +30,10 @@ import pluggy
 
 from ctx04_core import ripgrep
 from ctx04_core.index import schema
+from ctx04_core.index.workers import forked_pool, not_inherited
 from ctx04_core.parse_budget import TooComplex
 from ctx04_core.paths import nameable
+from ctx04_core.regular_file import FileTooLarge, NotRegularFile, read_regular_file
 from ctx04_core.settings import Settings
 from ctx04_core.text import dotted, source_text, split_lines, tokenize
 from ctx04_core.types import Diagnostic, Edge, Node, NodeValues, ParsedFile, Span
@@ -58,8 +61,12 @@ PARALLEL_MIN_FILES = 256
 PARALLEL_CHUNK = 16
 PARALLEL_WINDOW = 1024
 _FORK = "fork" in multiprocessing.get_all_start_methods()
-# What a forked worker parses with: the root (as a prefix), the plugin manager
-# and the settings.
+# A worker's answer (PARALLEL_CHUNK files read and parsed) that has not come
+# within this long means the worker is stuck: the refresh fails with one
+# line rather than wait for ever, and closing the pool ends the workers.
+WORKER_ANSWER_TIMEOUT_S = 300.0
+# In a forked worker, what it parses with: the root (as a prefix), the
+# plugin manager and the settings.
 _forked: tuple[str, pluggy.PluginManager, Settings] | None = None
 
 _NODE_COLUMNS = (
@@ -340,7 +347,7 @@ class CodeIndex:
         # Taken before any file is read, so a file read later is never
         # wrongly taken as settled (see RACY_NS).
         now = time.time_ns()
-        conn.execute("BEGIN IMMEDIATE")
+        _begin(conn)
         try:
             reads: list[_Read] = []
             for rel in paths:
@@ -354,22 +361,26 @@ class CodeIndex:
                     unchanged += 1
             if progress is not None and len(reads) < len(paths):
                 progress(len(paths) - len(reads), len(paths))
-            outcomes = _outcomes(top, [(r.rel, r.known_key) for r in reads], pm, settings)
-            for done, (read, outcome) in enumerate(zip(reads, outcomes, strict=True), 1):
-                if outcome.key and outcome.key == read.known_key:
-                    assert read.file_id is not None
-                    writer.touch(read.file_id, read.size, read.settled)
-                    unchanged += 1
-                else:
-                    writer.record(read.rel, read.file_id, read.size,
-                                  read.settled if outcome.key else read.stat, outcome)
-                    parsed += 1
-                if done % BATCH_FILES == 0:
-                    writer.flush()
-                    # A heartbeat for processes waiting on the lock: still busy.
-                    _lock_path(self.path).touch()
-                if progress is not None:
-                    progress(len(paths) - len(reads) + done, len(paths))
+            # Closed here when the write fails, so its workers end now, not
+            # whenever the failure's traceback is let go.
+            with closing(
+                _outcomes(top, [(r.rel, r.known_key) for r in reads], pm, settings)
+            ) as outcomes:
+                for done, (read, outcome) in enumerate(zip(reads, outcomes, strict=True), 1):
+                    if outcome.key and outcome.key == read.known_key:
+                        assert read.file_id is not None
+                        writer.touch(read.file_id, read.size, read.settled)
+                        unchanged += 1
+                    else:
+                        writer.record(read.rel, read.file_id, read.size,
+                                      read.settled if outcome.key else read.stat, outcome)
+                        parsed += 1
+                    if done % BATCH_FILES == 0:
+                        writer.flush()
+                        # A heartbeat for processes waiting on the lock: still busy.
+                        _lock_path(self.path).touch()
+                    if progress is not None:
+                        progress(len(paths) - len(reads) + done, len(paths))
             # Entries the listing passed over (a link out of the root, a link
             # loop) are recorded, never opened, so coverage can name them.
             for rel, reason in refused.items():
@@ -386,8 +397,7 @@ class CodeIndex:
             summary = self._summary(written=bool(parsed or gone or refused))
             conn.execute("COMMIT")
         except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            _abandon(conn)
             raise
         return parsed, unchanged, len(gone), summary
 
@@ -445,9 +455,9 @@ class CodeIndex:
         if standing is not None and standing == (_UNREAD + stat if too_large else stat):
             return False
         if too_large:
-            message = f"{st.st_size} bytes, over the {settings.max_file_bytes} limit"
             # A row for a file never read keeps its stat: it cannot be racy.
-            writer.record(rel, file_id, st.st_size, stat, _Outcome("", "too_large", message))
+            writer.record(rel, file_id, st.st_size, stat,
+                          _Outcome("", "too_large", _too_large(st.st_size, settings)))
             return True
         known_key = ""
         if standing is not None:
@@ -636,7 +646,7 @@ class CodeIndex:
         the first ``:``), only the newest ``keep`` values stay, so one plugin's
         many small entries never push out another's few large ones."""
         namespace = key.partition(":")[0] + ":%"
-        self._conn.execute("BEGIN IMMEDIATE")
+        _begin(self._conn)
         try:
             self._conn.execute(
                 "INSERT OR REPLACE INTO derived(key, value, stored_ns) VALUES (?, ?, ?)",
@@ -649,7 +659,7 @@ class CodeIndex:
             )
             self._conn.execute("COMMIT")
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            _abandon(self._conn)
             raise
 
     def node_values(self, key: str, nodes: Sequence[Node]) -> list[bytes | None]:
@@ -680,7 +690,7 @@ class CodeIndex:
             by_path.setdefault(node.span.path, []).append((node, value))
         if not by_path:
             return
-        self._conn.execute("BEGIN IMMEDIATE")
+        _begin(self._conn)
         try:
             # Ids are looked up inside the write, so a refresh by another
             # process cannot renumber the nodes in between.
@@ -702,7 +712,7 @@ class CodeIndex:
                 )
             self._conn.execute("COMMIT")
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            _abandon(self._conn)
             raise
 
     def multiline_statements(self, path: str) -> tuple[tuple[int, int], ...]:
@@ -872,8 +882,12 @@ def _read_file(
 ) -> _Outcome:
     """Read, key and (unless its key is ``known_key``) parse one file."""
     try:
-        with open(top + rel, "rb") as handle:
-            data = handle.read()
+        data = read_regular_file(top + rel, settings.max_file_bytes)
+    except NotRegularFile as refused:
+        # Listed as a file, replaced since (by a FIFO, a folder, a link).
+        return _Outcome("", "refused", str(refused))
+    except FileTooLarge as large:
+        return _Outcome("", "too_large", _too_large(large.size, settings))
     except OSError as err:
         return _Outcome("", "unreadable", _reason(err))
     key = hashlib.sha256(data + rel.encode("utf-8")).hexdigest()
@@ -943,12 +957,13 @@ def _rows(
 
 def _outcomes(
     top: str, jobs: list[tuple[str, str]], pm: pluggy.PluginManager, settings: Settings
-) -> Iterator[_Outcome]:
+) -> Generator[_Outcome, None, None]:
     """:func:`_read_file` of each (path, known key), in order: in worker processes
     when there are enough files to be worth starting them, else here.
 
     Workers are forked, so they parse with this very plugin manager (plugins
-    registered in-process included). At most two windows of files are in
+    registered in-process included), and share nothing else with this process
+    (:mod:`ctx04_core.index.workers`). At most two windows of files are in
     flight, so a writer slower than the workers never holds every result.
     """
     workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
@@ -956,25 +971,44 @@ def _outcomes(
         for rel, known_key in jobs:
             yield _read_file(top, rel, known_key, pm, settings)
         return
+    with forked_pool(workers, _adopt, (top, pm, settings)) as pool:
+        pending: Iterator[_Outcome] = iter(())
+        for start in range(0, len(jobs), PARALLEL_WINDOW):
+            # Chunked here, not by imap: only an unchunked imap's answers can be
+            # awaited with a deadline.
+            chunks = [jobs[at : at + PARALLEL_CHUNK]
+                      for at in range(start, min(start + PARALLEL_WINDOW, len(jobs)),
+                                      PARALLEL_CHUNK)]
+            ahead = _in_time(pool.imap(_read_forked, chunks))
+            yield from pending
+            pending = ahead
+        yield from pending
+
+
+def _in_time(answers: IMapIterator[list[_Outcome]]) -> Iterator[_Outcome]:
+    """The workers' answers, each chunk's within ``WORKER_ANSWER_TIMEOUT_S``."""
+    while True:
+        try:
+            yield from answers.next(WORKER_ANSWER_TIMEOUT_S)
+        except StopIteration:
+            return
+        except multiprocessing.TimeoutError:
+            raise IndexUnavailable(
+                f"a parse worker gave no answer within {WORKER_ANSWER_TIMEOUT_S:g} s; "
+                "the refresh was stopped"
+            ) from None
+
+
+def _adopt(top: str, pm: pluggy.PluginManager, settings: Settings) -> None:
+    """In a new worker: keep what the refresh parses with (each refresh forks its own)."""
     global _forked
     _forked = (top, pm, settings)
-    try:
-        with multiprocessing.get_context("fork").Pool(workers) as pool:
-            pending: Iterator[_Outcome] = iter(())
-            for start in range(0, len(jobs), PARALLEL_WINDOW):
-                window = jobs[start : start + PARALLEL_WINDOW]
-                ahead = pool.imap(_read_forked, window, chunksize=PARALLEL_CHUNK)
-                yield from pending
-                pending = ahead
-            yield from pending
-    finally:
-        _forked = None
 
 
-def _read_forked(job: tuple[str, str]) -> _Outcome:
+def _read_forked(chunk: list[tuple[str, str]]) -> list[_Outcome]:
     assert _forked is not None
     top, pm, settings = _forked
-    return _read_file(top, *job, pm, settings)
+    return [_read_file(top, rel, known_key, pm, settings) for rel, known_key in chunk]
 
 
 def _fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str:
@@ -1033,6 +1067,10 @@ def _stat_key(st: os.stat_result) -> str:
     return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
 
 
+def _too_large(size: int, settings: Settings) -> str:
+    return f"{size} bytes, over the {settings.max_file_bytes} limit"
+
+
 def _reason(err: OSError) -> str:
     return err.strerror or str(err)
 
@@ -1044,6 +1082,27 @@ def _innermost_first(node: Node) -> tuple[int, bool, int]:
 def _node(row: Sequence[Any]) -> Node:
     path, qualname, name, kind, start, end, header_end, signature, docstring = row
     return Node(qualname, name, kind, Span(path, start, end), header_end, signature, docstring)
+
+
+def _begin(conn: sqlite3.Connection) -> None:
+    """Start a write, the WAL's committed frames first copied into the database.
+
+    So a write that fails leaves nothing in the WAL but its own frames, which
+    :func:`_abandon` can give back: a WAL that held committed frames could
+    only be truncated after copying them, and on a full disk that copy fails
+    too, leaving the WAL to keep the disk full.
+    """
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    conn.execute("BEGIN IMMEDIATE")
+
+
+def _abandon(conn: sqlite3.Connection) -> None:
+    """Roll back a failed write and truncate the WAL its frames grew (a full disk's
+    space back); the write's own error is the one to report."""
+    if conn.in_transaction:
+        conn.execute("ROLLBACK")
+    with suppress(sqlite3.Error):
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def _connect_or_recover(path: Path) -> tuple[sqlite3.Connection, str | None]:
@@ -1081,7 +1140,7 @@ def _exclusive(path: Path, root: Path) -> Iterator[None]:
             f"cannot write the index folder {path.parent}: {err.strerror or err}; "
             "give a writable one with --index-dir"
         ) from err
-    with handle:
+    with handle, not_inherited(handle.fileno()):
         deadline = time.monotonic() + LOCK_TIMEOUT_S
         seen = _progress_mark(path)
         while True:
