@@ -265,13 +265,14 @@ def build_server(session: Session) -> MCPServer[Any]:
         Returns accepted, or the rejection reasons.
         """
         evidence = session.evidence()
+        pm = session.warm.plugin_manager()
         try:
             # A thread cannot be stopped: past the timeout the check is left
             # to finish on its own, its work bounded by vet_max_artifact_bytes
             # times the blocks remembered, and its verdict dropped.
             with anyio.fail_after(session.timeout_s):
                 verdict = await anyio.to_thread.run_sync(
-                    lambda: judge(artifact, evidence), abandon_on_cancel=True
+                    lambda: judge(artifact, evidence, plugins=pm), abandon_on_cancel=True
                 )
         except TimeoutError:
             raise ToolError(

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pluggy
+
 from ctx04_core.plugins import plugin_manager
 from ctx04_core.settings import Settings
 from ctx04_core.types import SOURCE_REF_SCHEMA, TRACE_SCHEMA, ContextSlice, Evidence, SourceRef
@@ -51,13 +53,16 @@ def vet(
     *,
     disable: Iterable[str] = (),
     only: Iterable[str] | None = None,
+    plugins: pluggy.PluginManager | None = None,
 ) -> Verdict:
     """Judge ``artifact`` against the blocks the model was shown.
 
     ``retrieved`` is a slice (its included entries' evidence is used; an
     entry the budget left out was never shown) or the evidence itself.
     ``disable`` / ``only`` choose plugins by entry-point name, as for
-    ``retrieve``; with no ``vet`` implementation enabled everything passes.
+    ``retrieve``, or a long-lived process passes the ``plugins`` it loaded
+    once (reading the entry points again costs more than a small check); with
+    no ``vet`` implementation enabled everything passes.
     An artifact over :data:`MAX_ARTIFACT_BYTES` of UTF-8 raises
     :class:`ArtifactTooLarge` before any rule sees it.
     """
@@ -70,7 +75,9 @@ def vet(
         evidence = tuple(entry.evidence for entry in retrieved.entries if entry.included)
     else:
         evidence = tuple(retrieved)
-    pm = plugin_manager(disable=disable, only=only)
+    if plugins is not None and (tuple(disable) or only is not None):
+        raise ValueError("vet: give loaded plugins or disable/only, not both")
+    pm = plugins if plugins is not None else plugin_manager(disable=disable, only=only)
     # A collected hook leaves out the implementations that returned None, so
     # every result is a rejection reason.
     results: list[str] = pm.hook.vet(artifact=artifact, evidence=evidence)
