@@ -10,11 +10,13 @@ Every enabled ``vet`` hook implementation judges it; any rejection rejects.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ctx04_core.files import open_regular_file
 from ctx04_core.plugins import plugin_manager
 from ctx04_core.types import SOURCE_REF_SCHEMA, TRACE_SCHEMA, ContextSlice, Evidence, SourceRef
 
@@ -66,7 +68,8 @@ def evidence_from_trace(path: Path) -> tuple[Evidence, ...]:
     back in file order, record by record.
     """
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with open(open_regular_file(path, os.O_RDONLY), encoding="utf-8") as trace:
+            lines = trace.read().splitlines()
     except (OSError, UnicodeDecodeError) as error:
         raise TraceError(f"{path}: cannot read trace: {_one_line(error)}") from error
     evidence: list[Evidence] = []
