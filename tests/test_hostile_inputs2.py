@@ -8,11 +8,16 @@ over a real git repository, within a bounded wait that detects a hang.
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import make_git_repo
-from test_hostile_inputs import APP, TASK, ctx04
+from ctx04_recall_traceback import frames
+from test_hostile_inputs import APP, CTX04, TASK, ctx04, utf8_json
+
+from ctx04_core.settings import Settings
+from ctx04_core.stages.query import build_query
 
 
 @pytest.fixture
@@ -69,3 +74,61 @@ def test_vet_refuses_a_fifo_or_device_as_trace(tmp_path: Path, fifo: Path, trace
     done = ctx04("vet", artifact, "--trace", path)
     assert (done.returncode, done.stdout) == (2, b"")
     assert done.stderr.decode() == f"ctx04: error: {path}: cannot read trace: not a regular file\n"
+
+
+# --- B: task text that makes a pattern backtrack -----------------------------------------
+
+# A task of the full budget: its first line names the function, the rest is one
+# run of characters that each pattern on the task reads (a word, a path, a frame).
+NEEDLE = "parse_order splits on the wrong separator\n"
+# The hang detector: the whole command answers in seconds; a quadratic
+# pattern took minutes over 64 Ki characters.
+LINEAR_WAIT_S = 30
+
+
+def full_budget_task(run: str) -> str:
+    size = Settings().max_task_chars - len(NEEDLE)
+    return NEEDLE + (run * size)[:size]
+
+
+@pytest.mark.parametrize(
+    "run", ["a", "\0", ".", "/", "a.", "a1", "A"],
+    ids=["word", "nul", "dots", "slashes", "dotted", "letter-digit", "capitals"],
+)
+def test_a_long_run_in_the_task_is_read_in_linear_time(
+    repo: Path, tmp_path: Path, run: str
+) -> None:
+    task = tmp_path / "task.txt"
+    task.write_text(full_budget_task(run))
+    done = subprocess.run(
+        [CTX04, "retrieve", "--repo", repo, "--task-file", task, "--format", "json"],
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=LINEAR_WAIT_S, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result = utf8_json(done.stdout)
+    assert result["query"] == {
+        "identifiers": ["parse_order"], "unresolved": [], "error_strings": [], "test_names": [],
+        "file_paths": [], "goal_hint": "parse_order splits on the wrong separator",
+    }
+    assert result["diagnostics"]["coverage"] == []
+    assert [c["qualname"] for c in result["candidates"]] == ["app.parse_order"]
+
+
+def test_the_linear_patterns_take_what_they_took_on_ordinary_text() -> None:
+    """Names that start after digits, inside a word at a capital, after a ``$``; test
+    ids inside punctuation; paths after a ``/``: as before the patterns were bounded."""
+    task = (
+        "Fix 3d.plot and x$this->save() in xFoo#bar, App\\Http\\Kernel and std::vec::Vec; "
+        "see (tests/test_a.py::test_b). and a::b::c, not a.py:: or ::a::b; "
+        "edit src/app.py, lib/x.tsx"
+    )
+    query = build_query(task, names=set(), settings=Settings())
+    assert query.unresolved == (
+        "d.plot", "$this->save", "Foo#bar", "App\\Http\\Kernel", "std::vec::Vec",
+        "py::test_b", "xFoo", "test_a", "test_b",
+    )
+    assert query.test_names == ("std::vec::Vec", "tests/test_a.py::test_b", "a::b::c")
+    assert query.file_paths == ("tests/test_a.py", "a.py", "src/app.py", "lib/x.tsx")
+    assert frames("/x/a.rb:12:in `m'\n  --> src/main.rs:10:5\n/x/a.rs:3") == [
+        ("/x/a.rb", 12, "m"), ("src/main.rs", 10, ""), ("x/a.rs", 3, ""),
+    ]
