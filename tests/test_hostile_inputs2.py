@@ -7,14 +7,18 @@ over a real git repository, within a bounded wait that detects a hang.
 
 from __future__ import annotations
 
+import json
 import os
+import select
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import make_git_repo
 from ctx04_recall_traceback import frames
-from test_hostile_inputs import APP, CTX04, TASK, ctx04, utf8_json
+from test_hostile_inputs import APP, CTX04, TASK, WAIT_S, ctx04, utf8_json
 
 from ctx04_core.settings import Settings
 from ctx04_core.stages.query import build_query
@@ -132,3 +136,96 @@ def test_the_linear_patterns_take_what_they_took_on_ordinary_text() -> None:
     assert frames("/x/a.rb:12:in `m'\n  --> src/main.rs:10:5\n/x/a.rs:3") == [
         ("/x/a.rb", 12, "m"), ("src/main.rs", 10, ""), ("x/a.rs", 3, ""),
     ]
+
+
+# --- A: a request the MCP SDK's parser refuses --------------------------------------------
+
+LONE_SURROGATE_CALL = (
+    b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "retrieve", '
+    b'"arguments": {"task": "parse_order fails on bad \\ud800 text"}}}'
+)
+
+
+class RawClient:
+    """Raw JSON-RPC lines to and from a real ``ctx04 mcp`` over stdio, each answer
+    awaited no longer than WAIT_S: what an agent's own client sends, the SDK's cannot."""
+
+    def __init__(self, repo: Path, trace: Path) -> None:
+        self.server = subprocess.Popen(
+            [CTX04, "mcp", "--repo", str(repo), "--trace", str(trace)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )
+        self.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}).encode())
+        self.answer()
+        self.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+
+    def send(self, line: bytes) -> None:
+        assert self.server.stdin is not None
+        self.server.stdin.write(line + b"\n")
+        self.server.stdin.flush()
+
+    def answer(self) -> Any:
+        assert self.server.stdout is not None
+        ready, _, _ = select.select([self.server.stdout], [], [], WAIT_S)
+        assert ready, f"no answer within {WAIT_S} s"
+        return utf8_json(self.server.stdout.readline())
+
+    def close(self) -> None:
+        assert self.server.stdin is not None
+        self.server.stdin.close()
+        self.server.wait(timeout=WAIT_S)
+
+
+@pytest.fixture
+def raw_client(repo: Path, tmp_path: Path) -> Iterator[RawClient]:
+    client = RawClient(repo, tmp_path / "mcp.jsonl")
+    yield client
+    client.close()
+
+
+def test_mcp_serves_a_task_with_a_lone_surrogate_escape(
+    raw_client: RawClient, tmp_path: Path
+) -> None:
+    raw_client.send(LONE_SURROGATE_CALL)
+    called = raw_client.answer()
+    assert called["id"] == 1
+    result = called["result"]
+    assert result["isError"] is False
+    assert result["structuredContent"]["query"]["goal_hint"] == (
+        "parse_order fails on bad \\ud800 text"
+    )
+    assert result["structuredContent"]["diagnostics"]["coverage"] == [
+        {"kind": "excluded", "reason": "task text is not valid UTF-8", "path": None,
+         "detail": "1 escaped, first \\ud800"}
+    ]
+    assert result["structuredContent"]["candidates"][0]["qualname"] == "app.parse_order"
+    # The server goes on serving.
+    raw_client.send(b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": '
+                    b'{"name": "retrieve", "arguments": {"task": "' + TASK.encode() + b'"}}}')
+    again = raw_client.answer()
+    assert (again["id"], again["result"]["isError"]) == (2, False)
+    records = [utf8_json(line) for line in (tmp_path / "mcp.jsonl").read_bytes().splitlines()]
+    assert [r["query"]["goal_hint"] for r in records] == [
+        "parse_order fails on bad \\ud800 text", TASK,
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "answer"),
+    [(b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "retrieve", '
+      b'"arguments": {"task": "cut off',
+      {"id": None, "code": -32700, "message": "Parse error: not JSON"}),
+     (b'{"jsonrpc": "2.0", "id": 7, "method": "\\udc00", "params": 5}',
+      {"id": 7, "code": -32600, "message": "Invalid request: not a JSON-RPC message"})],
+    ids=["not-json", "not-a-message"],
+)
+def test_mcp_answers_a_line_it_cannot_read_with_an_error_and_goes_on(
+    raw_client: RawClient, line: bytes, answer: dict[str, Any]
+) -> None:
+    raw_client.send(line)
+    error = raw_client.answer()
+    assert {"id": error["id"], **error["error"]} == answer
+    raw_client.send(b'{"jsonrpc": "2.0", "id": 8, "method": "ping"}')
+    assert raw_client.answer() == {"jsonrpc": "2.0", "id": 8, "result": {}}
