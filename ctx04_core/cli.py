@@ -533,6 +533,9 @@ def mcp(
         roots = [resolve_root(path) for path in repo or ()]
     if index_dir is not None and len(roots) != 1:
         fail("--index-dir holds one repository's index: give exactly one --repo with it")
+    if trace is not None:
+        # Refused at start, as `retrieve` refuses it, not at the first call.
+        open_trace_file(trace).close()
     serve(Session(roots, index_dir, trace, timeout), address)
 
 

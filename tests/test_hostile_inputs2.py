@@ -70,6 +70,14 @@ def test_retrieve_refuses_a_device_as_trace(repo: Path) -> None:
     )
 
 
+def test_mcp_refuses_a_fifo_trace_at_start(repo: Path, fifo: Path) -> None:
+    done = ctx04("mcp", "--repo", repo, "--trace", fifo)
+    assert (done.returncode, done.stdout) == (2, b"")
+    assert done.stderr.decode() == (
+        f"ctx04: error: cannot write the trace {fifo}: not a regular file\n"
+    )
+
+
 @pytest.mark.parametrize("trace", ["FIFO", "/dev/zero"])
 def test_vet_refuses_a_fifo_or_device_as_trace(tmp_path: Path, fifo: Path, trace: str) -> None:
     artifact = tmp_path / "patch.diff"
