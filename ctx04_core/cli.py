@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, TextIO
 
 import typer
 from rich.console import Console
@@ -34,6 +33,7 @@ from ctx04_core.bench.cli import (
 from ctx04_core.bench.cli import register as register_bench_commands
 from ctx04_core.console import fail, stderr
 from ctx04_core.executors import ExecutorKind
+from ctx04_core.regular_file import NotRegularFile, open_regular_file
 
 if TYPE_CHECKING:
     from ctx04_core.executors import Executor
@@ -95,13 +95,10 @@ def read_user_file(path: Path, what: str, max_bytes: int) -> bytes:
     try:
         if str(path) == "-":
             return sys.stdin.buffer.read(max_bytes)
-        # Non-blocking, so opening a FIFO that has no writer returns at once.
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            os.close(descriptor)
-            fail(f"cannot read {what} {path}: not a regular file (give - to read stdin)")
-        with open(descriptor, "rb") as file:
+        with open(open_regular_file(path, os.O_RDONLY), "rb") as file:
             return file.read(max_bytes)
+    except NotRegularFile as err:
+        fail(f"cannot read {what} {path}: {err} (give - to read stdin)")
     except OSError as err:
         fail(f"cannot read {what} {path}: {err.strerror or err}")
 
@@ -195,16 +192,19 @@ def retrieve(
     task_text = "\n".join(p for p in parts if p.strip())
     if not task_text.strip() and latest_error:
         task_text = latest_error
+    # Opened before the work, so a trace that cannot be written costs no retrieval.
+    trace_file = open_trace_file(trace) if trace is not None else None
     with bad_input_exits_2(), indexing_progress() as progress:
         result = run(
             task_text, repo, latest_error=latest_error, test=test, settings=settings,
             disable=disable or (), index_dir=index_dir, progress=progress,
         )
-    if trace is not None:
-        from ctx04_core.trace import append_trace
+    if trace_file is not None:
+        from ctx04_core.trace import trace_line
 
         try:
-            append_trace(result, trace)
+            with trace_file:
+                trace_file.write(trace_line(result))
         except OSError as err:
             fail(f"cannot write the trace {trace}: {err.strerror or err}")
     if output_format is Format.json:
@@ -215,6 +215,16 @@ def retrieve(
         sys.stdout.write(result.context.text)
     else:
         show_retrieval(result)
+
+
+def open_trace_file(path: Path) -> TextIO:
+    """The trace file to append to, created if missing; only a regular file."""
+    from ctx04_core.trace import open_trace
+
+    try:
+        return open_trace(path)
+    except OSError as err:
+        fail(f"cannot write the trace {path}: {err.strerror or err}")
 
 
 @contextmanager
@@ -539,6 +549,9 @@ def mcp(
         roots = [resolve_root(path) for path in repo or ()]
     if index_dir is not None and len(roots) != 1:
         fail("--index-dir holds one repository's index: give exactly one --repo with it")
+    if trace is not None:
+        # Refused at start, as `retrieve` refuses it, not at the first call.
+        open_trace_file(trace).close()
     serve(Session(roots, index_dir, trace, timeout), address)
 
 

@@ -26,8 +26,19 @@ from urllib.parse import unquote, urlparse
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import Field
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp_types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    CallToolResult,
+    ErrorData,
+    JSONRPCError,
+    TextContent,
+    ToolAnnotations,
+    jsonrpc_message_adapter,
+)
+from pydantic import Field, ValidationError
 
 from ctx04_core.index import IndexUnavailable, RefreshStats
 from ctx04_core.pipeline import TaskError
@@ -368,6 +379,96 @@ def one_malloc_arena() -> None:
     mallopt(M_ARENA_MAX, 1)
 
 
+# The JSON-RPC errors of a line that is not JSON, and of one that is JSON but no message.
+NOT_JSON = "Parse error: not JSON"
+NOT_A_MESSAGE = "Invalid request: not a JSON-RPC message"
+
+
+class RereadStdin:
+    """The stdio transport's incoming messages, each line its parser refused read again.
+
+    The SDK parses a line with pydantic's JSON parser, which refuses a lone
+    surrogate escape (``"bad \\ud800 text"``, what a JavaScript client sends
+    for a broken string) though JSON allows one, and then drops the line: the
+    client waits for its answer forever. Python's ``json`` reads such a line,
+    and the call is served (its task escaped and reported, as the CLI's is).
+    A line that is still not a message is answered with a JSON-RPC error: the
+    request's id when it has one, ``null`` when it is not JSON.
+    """
+
+    def __init__(self, messages: Any, replies: Any) -> None:
+        self._messages = messages  # the SDK's read stream
+        self._replies = replies  # the SDK's write stream
+
+    @property
+    def last_context(self) -> Any:
+        """The sender's context, which the SDK's dispatcher reads off its stream."""
+        return getattr(self._messages, "last_context", None)
+
+    async def receive(self) -> SessionMessage | Exception:
+        while True:
+            item: SessionMessage | Exception = await self._messages.receive()
+            if not isinstance(item, ValidationError):
+                return item
+            message = await self._reread(item)
+            if message is not None:
+                return message
+
+    async def _reread(self, refused: ValidationError) -> SessionMessage | None:
+        """The message of a refused line, or None once the line's error is sent."""
+        line = next(
+            (e["input"] for e in refused.errors() if e["type"] == "json_invalid"), None
+        )
+        if not isinstance(line, str):
+            return None  # JSON but no message: the SDK logs and drops it, as before
+        try:
+            document = json.loads(line)
+        except ValueError:
+            await self._reply(None, PARSE_ERROR, NOT_JSON)
+            return None
+        try:
+            return SessionMessage(jsonrpc_message_adapter.validate_python(document, by_name=False))
+        except ValidationError:
+            request_id = document.get("id") if isinstance(document, dict) else None
+            if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+                request_id = None
+            await self._reply(request_id, INVALID_REQUEST, NOT_A_MESSAGE)
+            return None
+
+    async def _reply(self, request_id: int | str | None, code: int, message: str) -> None:
+        error = JSONRPCError(
+            jsonrpc="2.0", id=request_id, error=ErrorData(code=code, message=message)
+        )
+        await self._replies.send(SessionMessage(error))
+
+    def __aiter__(self) -> RereadStdin:
+        return self
+
+    async def __anext__(self) -> SessionMessage | Exception:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def aclose(self) -> None:
+        await self._messages.aclose()
+
+    async def __aenter__(self) -> RereadStdin:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
+async def run_stdio(server: MCPServer[Any]) -> None:
+    """``server.run_stdio_async()``, its incoming lines read by :class:`RereadStdin`."""
+    lowlevel = server._lowlevel_server
+    async with stdio_server() as (messages, replies):
+        await lowlevel.run(
+            RereadStdin(messages, replies), replies, lowlevel.create_initialization_options()
+        )
+
+
 def serve(session: Session, http: tuple[str, int] | None) -> None:
     """Serve until stdin closes (stdio), or until SIGTERM or SIGINT; then close cleanly."""
     one_malloc_arena()
@@ -392,7 +493,7 @@ def serve(session: Session, http: tuple[str, int] | None) -> None:
 
             tasks.start_soon(stop_on_signal)
             if http is None:
-                await server.run_stdio_async()
+                await run_stdio(server)
             else:
                 host, port = http
                 await server.run_streamable_http_async(host=host, port=port)

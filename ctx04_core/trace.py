@@ -11,12 +11,14 @@ candidate manifest, and, when a decision door was asked, its call
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ctx04_core.evidence import sha256_hex
 from ctx04_core.pipeline import Retrieval
+from ctx04_core.regular_file import open_regular_file
 from ctx04_core.types import (
     SELECT_SITE,
     SOURCE_REF_SCHEMA,
@@ -117,8 +119,23 @@ def _door_record(result: Retrieval) -> dict[str, Any]:
     return record
 
 
+def trace_line(result: Retrieval) -> str:
+    """The retrieval's record as one JSON Lines line."""
+    return json.dumps(trace_record(result), ensure_ascii=False, sort_keys=False) + "\n"
+
+
+def open_trace(path: Path) -> TextIO:
+    """The trace file opened to append to, created if missing.
+
+    Only a regular file: a FIFO would block the open until it has a reader,
+    then every write until the reader reads. Raises ``OSError``
+    (:class:`~ctx04_core.regular_file.NotRegularFile` for a FIFO, a device...).
+    """
+    descriptor = open_regular_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    return open(descriptor, "a", encoding="utf-8")
+
+
 def append_trace(result: Retrieval, path: Path) -> None:
     """Append the retrieval's record as one line; the file is created if missing."""
-    line = json.dumps(trace_record(result), ensure_ascii=False, sort_keys=False)
-    with path.open("a", encoding="utf-8") as trace:
-        trace.write(line + "\n")
+    with open_trace(path) as trace:
+        trace.write(trace_line(result))

@@ -10,6 +10,7 @@ Every enabled ``vet`` hook implementation judges it; any rejection rejects.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import pluggy
 
 from ctx04_core.plugins import plugin_manager
+from ctx04_core.regular_file import open_regular_file
 from ctx04_core.settings import Settings
 from ctx04_core.types import SOURCE_REF_SCHEMA, TRACE_SCHEMA, ContextSlice, Evidence, SourceRef
 
@@ -94,7 +96,8 @@ def evidence_from_trace(path: Path) -> tuple[Evidence, ...]:
     back in file order, record by record.
     """
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with open(open_regular_file(path, os.O_RDONLY), encoding="utf-8") as trace:
+            lines = trace.read().splitlines()
     except (OSError, UnicodeDecodeError) as error:
         raise TraceError(f"{path}: cannot read trace: {_one_line(error)}") from error
     evidence: list[Evidence] = []

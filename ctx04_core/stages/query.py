@@ -42,23 +42,37 @@ EXTENSIONS = frozenset({
     "c", "h", "cc", "cpp", "cxx", "hh", "hpp", "hxx", "php", "rb", "rake", "toml", "json", "yaml",
     "yml", "xml", "cfg", "ini",
 })
-DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+# Every pattern run on the task is linear in its length: a match is tried only
+# where a run of name characters starts, and the characters of the run that
+# cannot begin the name (leading digits, lowercase before a capital) are
+# consumed outside the ``term`` group. A try inside the run would find what
+# the try at its start found, after scanning the run again: on a 64 Ki
+# character word, minutes. Possessive ``*+``: a name never gives back a character.
+_RUN_START = r"(?<![A-Za-z0-9_])"
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*+"
+_CAPITALISED = r"[A-Z][A-Za-z0-9_]*+"
+# ``term`` is the dotted name (``3d.plot`` names ``d.plot``).
+DOTTED = re.compile(rf"{_RUN_START}[0-9]*+(?P<term>{_NAME}(?:\.{_NAME})+)")
 # Other languages' qualified names; a leading $ is a PHP variable. ``#`` only
 # as Ruby writes it (``Class#method``), so a URL's ``page.html#part`` is not one.
+# The matched alternative's group names the term (``match.lastgroup``).
 QUALIFIED = re.compile(
-    r"\$?[A-Za-z_][A-Za-z0-9_]*(?:(?:::|->)[A-Za-z_][A-Za-z0-9_]*)+"
-    r"|[A-Z][A-Za-z0-9_]*#[a-z_][A-Za-z0-9_]*"
-    r"|[A-Z][A-Za-z0-9_]*(?:\\[A-Z][A-Za-z0-9_]*)+"
+    rf"(?:{_RUN_START}[0-9]*+|(?=\$))(?P<scoped>\$?{_NAME}(?:(?:::|->){_NAME})+)"
+    rf"|{_RUN_START}[a-z0-9_]*+(?P<ruby>{_CAPITALISED}#[a-z_][A-Za-z0-9_]*+)"
+    rf"|{_RUN_START}[a-z0-9_]*+(?P<namespaced>{_CAPITALISED}(?:\\{_CAPITALISED})+)"
 )
 # CamelCase, and the lowerCamelCase of JavaScript, Java and Go (``fullName``).
 CAMEL = re.compile(r"\b[A-Z][a-zA-Z0-9_]+\b|\b[a-z_][a-z0-9_]*[A-Z][a-zA-Z0-9_]*\b")
 SNAKE = re.compile(r"\b[a-z_][a-z0-9_]*\b")
 CLI_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
-TEST_NAME = re.compile(r"\S+\.py::\S+|\S+::\S+::\S+")
+# A test id is a whitespace-delimited word with ``.py::`` inside it, or two
+# ``::`` apart (``tests/a.py::test_b``, ``a::b::c``).
+_PYTEST_ID = ".py::"
+_SCOPE = "::"
 # A quote that opens or closes a word (``don't``) is an apostrophe, not a quote.
 QUOTED = re.compile(r"""(?<!\w)'([^'\n]+)'(?!\w)|(?<!\w)"([^"\n]+)"(?!\w)""")
 ERROR_LINE = re.compile(r"Error:|Exception:|Traceback|assert")
-_INNER_CAMEL = re.compile(r".+[A-Z]")
+_CAPITAL = re.compile("[A-Z]")
 _SENTENCE_END = re.compile(r"\.(?=\s|$)|\n")
 _LEADING_VERB = re.compile(
     r"^(?:fix|implement|add|change|when|given|please|we\s+need\s+to)(?=[\s,:;]|$)[\s,:;]*",
@@ -92,7 +106,7 @@ def build_query(
     cap, chars = settings.max_identifiers, settings.max_term_chars
     errors_first = texts[::-1]
     tests = ([repro_target] if repro_target else []) + [
-        _strip_test_name(m.group()) for m in TEST_NAME.finditer(task_text)
+        _strip_test_name(word) for word in task_text.split() if _is_test_name(word)
     ]
     return Query(
         task_text=task_text,
@@ -131,9 +145,11 @@ def extensions_of(paths: Iterable[str]) -> frozenset[str]:
 @functools.cache
 def _file_path(extensions: frozenset[str]) -> re.Pattern[str]:
     # Longest first, so ``a.tsx`` is not taken for ``a.ts``; the trailing \b
-    # keeps ``foo.pyc`` from yielding ``foo.py``.
+    # keeps ``foo.pyc`` from yielding ``foo.py``. Tried only where a run of
+    # path characters starts, so a long run is scanned once, not once per
+    # character (a path glued to the last, ``a.py/b.py``, is not taken).
     alternatives = "|".join(sorted(map(re.escape, extensions), key=lambda e: (-len(e), e)))
-    return re.compile(rf"[\w\-/]+\.(?:{alternatives})\b")
+    return re.compile(rf"(?<![\w\-/])[\w\-/]+\.(?:{alternatives})\b")
 
 
 def _identifiers(
@@ -142,10 +158,10 @@ def _identifiers(
     found: list[tuple[int, str]] = []
     for text in texts:
         for match in DOTTED.finditer(text):
-            term = match.group()
+            term = match["term"]
             if term.rsplit(".", 1)[1] not in extensions:
                 found.append((_DOTTED, term))
-        found.extend((_DOTTED, m.group()) for m in QUALIFIED.finditer(text))
+        found.extend((_DOTTED, m[m.lastgroup or 0]) for m in QUALIFIED.finditer(text))
         found.extend((_DOTTED, m.group()) for m in CLI_OPTION.finditer(text))
         found.extend((_CAMEL, m.group()) for m in CAMEL.finditer(text))
         found.extend(
@@ -168,7 +184,7 @@ def _code_shaped(group: int, term: str) -> bool:
         return any(len(part) > 1 for part in QUALIFIER.split(term.lstrip("$")))
     if "_" in term:
         return any(c.isalnum() for c in term)
-    return group == _CAMEL and bool(_INNER_CAMEL.match(term)) and term != term.upper()
+    return group == _CAMEL and bool(_CAPITAL.search(term, 1)) and term != term.upper()
 
 
 def _error_strings(texts: Iterable[str]) -> Iterator[str]:
@@ -180,6 +196,15 @@ def _error_strings(texts: Iterable[str]) -> Iterator[str]:
         for line in text.splitlines():
             if ERROR_LINE.search(line):
                 yield line.strip()
+
+
+def _is_test_name(word: str) -> bool:
+    """``word`` holds ``.py::``, or two ``::`` with characters between; neither
+    at its start or end. A scan, where a pattern's backtracking was quadratic."""
+    if word.find(_PYTEST_ID, 1, len(word) - 1) != -1:
+        return True
+    first = word.find(_SCOPE, 1)
+    return first != -1 and word.find(_SCOPE, first + len(_SCOPE) + 1, len(word) - 1) != -1
 
 
 def _strip_test_name(token: str) -> str:

@@ -68,7 +68,10 @@ RUNTIMES = (
         r"^[ \t]*\d+: (?P<function>[\w:<>{}# ]+?)(?:::h[0-9a-f]{16})?\n"
         r"[ \t]+at (?P<path>[^\s:]+\.rs):(?P<line>\d+)", re.MULTILINE
     )),
+    # Tried only where a run of path characters starts (here and in "location"):
+    # a try inside a run would scan the rest of it again, quadratic on a long word.
     Runtime("ruby", re.compile(
+        r"(?<![^\s:'\"`(])"
         r"(?P<path>[^\s:'\"`(]+\.(?:rb|rake)):(?P<line>\d+):in [`'](?P<function>[^'`\n]+)'"
     )),
     Runtime("php", re.compile(
@@ -85,8 +88,11 @@ RUNTIMES = (
         r"/(?:blob|tree)/[^/\s]+/(?P<path>[^\s#?]+)#L(?P<line>\d+)"
     )),
     # Anything else that points at a line: a Rust panic, a compiler error, a Go test.
+    # A path starts after a character no path holds, or after a "/" that follows
+    # none (``/x/a.rs``); not glued to a line number before it.
     Runtime("location", re.compile(
-        rf"(?P<path>(?:[\w.-]+/)*[\w.-]+\.{_SOURCE_EXTENSIONS})(?::|\(| on line )(?P<line>\d+)\b"
+        r"(?:(?<![\w./-])|(?<=/)(?<![\w.-]/))"
+        rf"(?P<path>(?:[\w.-]+/)*+[\w.-]+\.{_SOURCE_EXTENSIONS})(?::|\(| on line )(?P<line>\d+)\b"
     )),
 )
 _CLOSURE = re.compile(r"^(?:(?:block|rescue|ensure)(?: \(\d+ levels\))? in )+")
