@@ -71,7 +71,7 @@ def test_the_json_is_the_documented_schema(shop: Path) -> None:
     first = data["candidates"][0]
     assert list(first) == [
         "rank", "path", "start_line", "end_line", "qualname", "kind", "sources", "score",
-        "signals", "included", "tokens", "text",
+        "signals", "included", "tokens", "shown_as", "text",
     ]
     # Why it ranked first: each signal's value, and the fused score they give.
     signals = first["signals"]
