@@ -151,15 +151,23 @@ class Settings:
     # max_statement_lines brings only that statement's first line (a data
     # table, a template string): irrelevant 0.790 -> 0.773 Python, 0.853 ->
     # 0.849 multilingual, tokens -8 % and -13 %, every ranking metric equal.
-    # slice_shape "value" (issue 22) spends the budget where the changed lines
-    # probably are: each candidate in rank order shown whole when it fits what
-    # is left of the budgets (a function, method or type of at most
-    # whole_body_max_lines own lines), else as its best lines, else as its
-    # signature. "signatures" is the shape before it: the best function within
+    # slice_shape "value" (issue 22) spends the budget where the changed
+    # lines probably are: the first value_ranks candidates in rank order,
+    # each in the richest form that fits what is left of the budgets: a
+    # function or method whole, else its best lines with its signature, else
+    # its signature; a type or module as its best lines. whole_body_max_lines
+    # caps a whole body (None: only the budgets; 100 lost line recall, the
+    # long leading functions being where the changes are). Python dev split
+    # against "signatures" (docs/benchmarks.md, "Issue 22"): line recall
+    # 0.276 -> 0.359, irrelevant 0.787 -> 0.789, every ranking metric equal;
+    # the slice names fewer places (file recall 0.805 -> 0.670): every form
+    # of the candidates past rank 3 that was tried raised irrelevant past 0.8.
+    # "signatures" is the shape before it: the best function within
     # whole_function_within whole, every other definition as its signature
-    # when neighbours_as_signatures (docs/benchmarks.md, "Issue 22").
-    slice_shape: str = "signatures"
-    whole_body_max_lines: int = 80
+    # when neighbours_as_signatures.
+    slice_shape: str = "value"
+    value_ranks: int = 3
+    whole_body_max_lines: int | None = None
     prune_ratio: float = 1.0
     whole_function_within: int = 3
     neighbours_as_signatures: bool = True

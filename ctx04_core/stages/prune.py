@@ -7,15 +7,17 @@ for little; a line's length is compared with the mean of its candidate's
 lines that have any token, so blank and bracket-only lines do not shorten it.
 
 How the budget is spent is ``slice_shape``. ``"value"`` plans the slice as
-assemble will render it, in rank order: each candidate is shown whole (a
-function or method, or a type's own lines, of at most
-``whole_body_max_lines``) when that fits what is left of the budgets, else
-as its best lines and signature, else as its signature. The changed lines
-are most likely in the leading candidates, so they get the room first; a
-lower-ranked candidate never takes room a better one could use, and
-nothing planned is more than assemble can fit, so its prefix rule never
-cuts a planned whole body. The slice ends where the candidates do (the
-floors below) or where the budget does.
+assemble will render it, in rank order: each of the first ``value_ranks``
+candidates is shown whole when it is a function or method (of at most
+``whole_body_max_lines`` lines) and that fits what is left of the budgets,
+else as its best lines and signature, else as its signature. The changed
+lines are most likely in the leading candidates, so they get the room
+first; nothing planned is more than assemble can fit, so its prefix rule
+never cuts a planned whole body. A type's own lines are its header,
+docstring and attributes, rarely the change (its members are candidates of
+their own): it shows its best lines. Past ``value_ranks`` nothing is shown:
+on the dev split every form of a lower-ranked candidate (whole, best lines,
+signature) added more lines far from the change than changed lines.
 
 ``"signatures"`` is the shape before it: the best-ranked function or
 method, when it ranks within the first ``whole_function_within``, is kept
@@ -159,20 +161,21 @@ def _signatures_shape(
 
 
 def _value_shape(shapes: list[_Shapes], repo: Repo, settings: Settings) -> list[Excerpt]:
-    """Each candidate, in rank order, in the richest form that fits what is
-    left of the budgets: whole (a function, method or type of at most
-    ``whole_body_max_lines`` own lines), else its best lines, else its
-    signature. From the first candidate no form of which fits, the rest are
-    handed on in their smallest form, for assemble to cut and name."""
+    """The first ``value_ranks`` candidates, in rank order, each in the richest
+    form that fits what is left of the budgets: a function or method whole
+    (of at most ``whole_body_max_lines`` lines), else its best lines, else
+    its signature. From the first candidate no form of which fits, the rest
+    are handed on in their smallest form, for assemble to cut and name."""
     room = _Room(repo, settings)
     full = False
     excerpts = []
     for shape in shapes:
-        forms = [shape.pruned(), shape.signature_only()]
-        short = len(shape.text) <= settings.whole_body_max_lines
-        if shape.item.candidate.kind in _SIGNED and short:
-            forms.insert(0, shape.whole())
-        shown = [f for f in forms if f is not None]
+        if shape.item.rank > settings.value_ranks:
+            break
+        cap = settings.whole_body_max_lines
+        body = shape.item.candidate.kind in FUNCTION_KINDS
+        forms = [shape.whole()] if body and (cap is None or len(shape.text) <= cap) else []
+        shown = [f for f in (*forms, shape.pruned(), shape.signature_only()) if f is not None]
         chosen = None if full else next((f for f in shown if room.take(f)), None)
         full = chosen is None
         excerpts.append(chosen or shown[-1])
