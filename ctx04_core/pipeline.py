@@ -25,6 +25,8 @@ from ctx04_core.stages.merge import merge
 from ctx04_core.stages.prune import statement_lines
 from ctx04_core.stages.query import build_query, extensions_of
 from ctx04_core.types import (
+    SIGNATURE,
+    WHOLE,
     Candidate,
     ContextSlice,
     Decision,
@@ -408,7 +410,7 @@ def _with_dependences(hook: Any, excerpt: Excerpt, repo: Repo, settings: Setting
     if source is None:
         return excerpt
     text.update((n, source.lines[n - 1]) for n in added if n <= len(source.lines))
-    return Excerpt(excerpt.ranked, tuple(sorted(text.items())))
+    return replace(excerpt, lines=tuple(sorted(text.items())))
 
 
 def _call_signatures(
@@ -442,7 +444,7 @@ def _call_signatures(
         if lines:
             candidate = Candidate(node.span, node.kind, node.qualname, (CALLED,))
             rank = len(ranked) + len(signatures) + 1
-            signatures.append(Excerpt(RankedCandidate(candidate, rank, 0.0), lines))
+            signatures.append(Excerpt(RankedCandidate(candidate, rank, 0.0), lines, SIGNATURE))
     cut: tuple[Diagnostic, ...] = ()
     if len(called) > limit:
         cut = (Diagnostic("unavailable", "truncated", detail=(
@@ -456,9 +458,9 @@ def whole_excerpt(ranked: RankedCandidate, repo: Repo) -> Excerpt:
     span = ranked.candidate.span
     source = repo.source(span.path)
     if source is None:
-        return Excerpt(ranked, ())
+        return Excerpt(ranked, (), WHOLE)
     lines = tuple(
         (n, source.lines[n - 1]) for n in range(span.start_line, span.end_line + 1)
         if n <= len(source.lines)
     )
-    return Excerpt(ranked, lines)
+    return Excerpt(ranked, lines, WHOLE)

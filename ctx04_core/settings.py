@@ -16,6 +16,10 @@ MODEL_URL_ENV = "CTX04_MODEL_URL"
 MODEL_ENV = "CTX04_MODEL"
 MODEL_LOCALITY_ENV = "CTX04_MODEL_LOCALITY"
 LOCALITIES = ("hosted", "local")
+# Settings.slice_shape: how prune spends the slice's budget.
+VALUE = "value"
+SIGNATURES = "signatures"
+SLICE_SHAPES = (VALUE, SIGNATURES)
 # The meaning plugin's encoder (an optional extra), from the environment too,
 # so a user points the CLI at a code model without a flag.
 MEANING_ENCODER_ENV = "CTX04_MEANING_ENCODER"
@@ -148,6 +152,23 @@ class Settings:
     # max_statement_lines brings only that statement's first line (a data
     # table, a template string): irrelevant 0.790 -> 0.773 Python, 0.853 ->
     # 0.849 multilingual, tokens -8 % and -13 %, every ranking metric equal.
+    # slice_shape "value" (issue 22) spends the budget where the changed
+    # lines probably are: the first value_ranks candidates in rank order,
+    # each in the richest form that fits what is left of the budgets: a
+    # function or method whole, else its best lines with its signature, else
+    # its signature; a type or module as its best lines. whole_body_max_lines
+    # caps a whole body (None: only the budgets; 100 lost line recall, the
+    # long leading functions being where the changes are). Python dev split
+    # against "signatures" (docs/benchmarks.md, "Issue 22"): line recall
+    # 0.276 -> 0.359, irrelevant 0.787 -> 0.789, every ranking metric equal;
+    # the slice names fewer places (file recall 0.805 -> 0.670): every form
+    # of the candidates past rank 3 that was tried raised irrelevant past 0.8.
+    # "signatures" is the shape before it: the best function within
+    # whole_function_within whole, every other definition as its signature
+    # when neighbours_as_signatures.
+    slice_shape: str = "value"
+    value_ranks: int = 3
+    whole_body_max_lines: int | None = None
     prune_ratio: float = 1.0
     whole_function_within: int = 3
     neighbours_as_signatures: bool = True
@@ -221,6 +242,10 @@ class Settings:
 
     def __post_init__(self) -> None:
         self.signal_weight_overrides()  # a malformed entry fails here, not mid-retrieval
+        if self.slice_shape not in SLICE_SHAPES:
+            raise SettingsError(
+                f"slice_shape is one of {', '.join(SLICE_SHAPES)}, not {self.slice_shape!r}"
+            )
         if self.model_locality not in LOCALITIES:
             raise SettingsError(
                 f"model_locality ({MODEL_LOCALITY_ENV}) is one of {', '.join(LOCALITIES)}, "

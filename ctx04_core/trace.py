@@ -58,6 +58,7 @@ def manifest(result: Retrieval) -> list[dict[str, Any]]:
             "signals": {name: round(value, 6) for name, value in ranked.signals},
             "included": bool(entry and entry.included),
             "tokens": entry.tokens if entry and entry.included else 0,
+            "shown_as": entry.excerpt.shown_as if entry and entry.included else None,
         })
     return records
 

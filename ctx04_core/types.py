@@ -121,12 +121,20 @@ class RankedCandidate:
     signals: tuple[tuple[str, float], ...] = ()
 
 
+# How an excerpt shows its candidate (``Excerpt.shown_as``): all of its own
+# lines, the lines that serve the goal (with the signature), or the signature alone.
+WHOLE = "whole"
+PRUNED = "pruned"
+SIGNATURE = "signature"
+
+
 @dataclass(frozen=True)
 class Excerpt:
     """A ranked candidate cut down to the lines the model should see."""
 
     ranked: RankedCandidate
     lines: tuple[tuple[int, str], ...]  # (line number, text) in file order
+    shown_as: str = PRUNED  # WHOLE, PRUNED or SIGNATURE
 
 
 SOURCE_REF_SCHEMA = "ctx04.source-ref.v1"

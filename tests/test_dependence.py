@@ -112,7 +112,9 @@ def test_retrieval_shows_the_dependences_of_a_function_cut_to_its_best_lines(
     root = make_git_repo(tmp_path / "repo", {"codec.py": CODEC})
     # No function shown whole, nor as its signature alone: unfold keeps its
     # signature and its best line.
-    settings = Settings().with_overrides(whole_function_within=0, neighbours_as_signatures=False)
+    settings = Settings().with_overrides(
+        slice_shape="signatures", whole_function_within=0, neighbours_as_signatures=False
+    )
     task = "strip the value of the parts"
 
     def lines_of(disable: tuple[str, ...]) -> list[int]:

@@ -45,7 +45,10 @@ from ctx04_core.types import Decision, DecisionCall
 TASK = "Cart.total ignores the coupon discount when apply_discount rounds"
 # The slice of TASK over SHOP_WITH_REFUSED at BUDGET tokens, deterministic order:
 # seven excerpts shown, three cut by the token budget, one file refused.
+# The signatures shape offers the door every candidate, the value shape only
+# the first three.
 BUDGET = 400
+SHAPE = "signatures"
 SHOWN = [
     ("shop/cart.py", 41), ("shop/pricing.py", 6), ("shop/cart.py", 20), ("shop/cart.py", 37),
     ("shop/cart.py", 7), ("shop/__init__.py", 2), ("tests/test_cart.py", 5),
@@ -63,7 +66,9 @@ def shop(tmp_path: Path) -> Path:
 
 
 def door(stand_in: StandIn, **overrides: Any) -> Settings:
-    settings = Settings(model_url=stand_in.url, model="stand-in", budget_tokens=BUDGET)
+    settings = Settings(
+        model_url=stand_in.url, model="stand-in", budget_tokens=BUDGET, slice_shape=SHAPE
+    )
     return settings.with_overrides(**overrides)
 
 
@@ -78,7 +83,8 @@ def shown(result: Retrieval) -> list[tuple[str, int]]:
 
 
 def deterministic(repo: Path) -> Retrieval:
-    return retrieve(TASK, repo, settings=Settings(budget_tokens=BUDGET), disable=["door"])
+    settings = Settings(budget_tokens=BUDGET, slice_shape=SHAPE)
+    return retrieve(TASK, repo, settings=settings, disable=["door"])
 
 
 def strings(value: Any) -> list[str]:
@@ -96,7 +102,9 @@ def test_no_model_configured_changes_nothing(shop: Path) -> None:
     """[configured] Off unless configured: the slice and the trace are byte for byte
     what they are without the door plugin at all."""
     without = deterministic(shop)
-    unconfigured = retrieve(TASK, shop, settings=Settings(budget_tokens=BUDGET))
+    unconfigured = retrieve(
+        TASK, shop, settings=Settings(budget_tokens=BUDGET, slice_shape=SHAPE)
+    )
     assert unconfigured.context.text == without.context.text
     assert json.dumps(trace_record(unconfigured)) == json.dumps(trace_record(without))
     assert unconfigured.decision == Decision(DecisionCall(

@@ -60,9 +60,11 @@ def ranked_functions(repo: Repo, *names: str) -> tuple[RankedCandidate, ...]:
 
 
 def run(
-    repo: Repo, ranked: tuple[RankedCandidate, ...], **overrides: float | bool
+    repo: Repo, ranked: tuple[RankedCandidate, ...], **overrides: float | bool | str
 ) -> list[Excerpt]:
-    settings = Settings().with_overrides(**overrides)
+    # The line prune and the shape before issue 22; the value shape is
+    # tests/test_slice_shape.py's.
+    settings = Settings(slice_shape="signatures").with_overrides(**overrides)
     query = build_query(TASK, names=repo.index.names(), settings=settings)
     return prune(query=query, ranked=ranked, repo=repo, settings=settings)
 

@@ -34,7 +34,7 @@ from ctx04_core.bench.metrics import Answer, RankedItem, Shown
 from ctx04_core.settings import Settings
 from ctx04_core.stages.merge import RUN
 from ctx04_core.stages.regions import node_own_lines
-from ctx04_core.types import Candidate, Node, Span
+from ctx04_core.types import WHOLE, Candidate, Node, Span
 
 SYSTEMS = ("ctx04", "bm25")
 SOURCE = "bm25"  # the baseline's candidates' source
@@ -111,7 +111,7 @@ def run_bm25(task: str, root: Path, settings: Settings, pm: pluggy.PluginManager
         full = False
         for rank, (index, value) in enumerate(order[:BM25_TOP_K], 1):
             candidate, lines = docs[index]
-            excerpt = Excerpt(RankedCandidate(candidate, rank, value), tuple(lines))
+            excerpt = Excerpt(RankedCandidate(candidate, rank, value), tuple(lines), WHOLE)
             if not full:
                 quoted, shortened, _ = quoted_lines(excerpt, settings.max_line_bytes)
                 source = repo.source(candidate.span.path)

@@ -6,40 +6,60 @@ the ranked candidates' own texts, so a term common to every candidate counts
 for little; a line's length is compared with the mean of its candidate's
 lines that have any token, so blank and bracket-only lines do not shorten it.
 
-The best-ranked function or method, when it ranks within the first
-``whole_function_within``, is kept whole: it is the likeliest place of the
-change, and a reader needs all of it; a class or module ranked above it
-(``Cart`` above ``Cart.total``) does not take its place. A leading function
-too large for the slice's budgets (tokens, bytes) would be left out whole by
-the token cap: it keeps its signature and best lines instead.
-Every other function, method or type is shown as its signature alone
-(``neighbours_as_signatures``): a map of where else to look, one or two
-lines each. Measured on the dev split, the rank-1 entry holds most of the
-lines a change touches and a neighbour's best lines rarely do (a matched
-docstring kept whole was the typical neighbour excerpt); signatures cut the
-tokens by a third and let more neighbours into the budget. A candidate
-without a signature (a module's own lines, a run of lines) keeps its best
-lines only (the default ratio 1.0 keeps the lines that tie for its best
-score). A candidate whose best line scores under
-``prune_relative_floor`` of the best line of all candidates is dropped
-whole: it shares little of the goal, and its lines are noise. The rank-1
-candidate is exempt (only the absolute ``prune_floor`` drops it): the
-ranking weighs evidence no single line shows (a stack frame, the
-repository's history), and what it ranks first must reach the slice.
+How the budget is spent is ``slice_shape``. ``"value"`` plans the slice as
+assemble will render it, in rank order: each of the first ``value_ranks``
+candidates is shown whole when it is a function or method (of at most
+``whole_body_max_lines`` lines) and that fits what is left of the budgets,
+else as its best lines and signature, else as its signature. The changed
+lines are most likely in the leading candidates, so they get the room
+first; nothing planned is more than assemble can fit, so its prefix rule
+never cuts a planned whole body. A type's own lines are its header,
+docstring and attributes, rarely the change (its members are candidates of
+their own): it shows its best lines. Past ``value_ranks`` nothing is shown:
+on the dev split every form of a lower-ranked candidate (whole, best lines,
+signature) added more lines far from the change than changed lines.
+
+``"signatures"`` is the shape before it: the best-ranked function or
+method, when it ranks within the first ``whole_function_within``, is kept
+whole (a class or module ranked above it does not take its place; one too
+large for the budgets keeps its signature and best lines), and every other
+function, method or type is shown as its signature alone
+(``neighbours_as_signatures``). A candidate without a signature (a
+module's own lines, a run of lines) keeps its best lines only (the default
+ratio 1.0 keeps the lines that tie for its best score), in either shape.
+
+A candidate whose best line scores under ``prune_relative_floor`` of the
+best line of all candidates is dropped whole: it shares little of the
+goal, and its lines are noise. The rank-1 candidate is exempt (only the
+absolute ``prune_floor`` drops it): the ranking weighs evidence no single
+line shows (a stack frame, the repository's history), and what it ranks
+first must reach the slice.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 
 from ctx04_core.bm25 import idf, score, term_weights
+from ctx04_core.evidence import HEADER, KINDS, heading, quoted_lines, short_coverage, source_ref
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
-from ctx04_core.settings import Settings
+from ctx04_core.settings import SIGNATURES, Settings
 from ctx04_core.stages.regions import node_of, own_text
 from ctx04_core.text import tokenize
 from ctx04_core.tokens import count_tokens
-from ctx04_core.types import FUNCTION_KINDS, TYPE_KINDS, Excerpt, Query, RankedCandidate
+from ctx04_core.types import (
+    FUNCTION_KINDS,
+    PRUNED,
+    SIGNATURE,
+    TYPE_KINDS,
+    WHOLE,
+    Diagnostic,
+    Excerpt,
+    Query,
+    RankedCandidate,
+)
 
 _SIGNED = FUNCTION_KINDS | TYPE_KINDS
 
@@ -68,31 +88,142 @@ def prune(
             [score(weights, idfs, Counter(t), len(t), avgdl, k1, b) for t in line_tokens]
         )
     top = max((max(s, default=0.0) for s in line_scores), default=0.0)
-    leaders = ranked[: settings.whole_function_within]
-    whole_rank = next((r.rank for r in leaders if r.candidate.kind in FUNCTION_KINDS), 0)
     floor = max(settings.prune_floor, settings.prune_relative_floor * top)
-    excerpts = []
+    shapes = []
     for item, text, scores in zip(ranked, texts, line_scores, strict=True):
         best = max(scores, default=0.0)
         # The floor weighs single lines, the ranking whole candidates: what
         # ranks first stays whenever a line of it serves the goal at all.
         if best < floor and not (item.rank == 1 and best > settings.prune_floor):
             continue
-        leading = item.rank == whole_rank
-        if leading and _fits_whole(text, settings):
-            kept = {n for n, _ in text}
-        elif not leading and settings.neighbours_as_signatures and item.candidate.kind in _SIGNED:
-            kept = set()  # the signature alone, added below
-        else:
-            threshold = settings.prune_ratio * best
-            kept = {n for (n, _), s in zip(text, scores, strict=True) if s >= threshold}
-        statements = repo.index.multiline_statements(item.candidate.span.path)
-        lines = dict(text)
-        grown = _whole_statements(kept, statements, settings.max_statement_lines)
-        keep = (grown & lines.keys()) | _signature(item, repo)
+        threshold = settings.prune_ratio * best
+        best_lines = {n for (n, _), s in zip(text, scores, strict=True) if s >= threshold}
+        shapes.append(_Shapes(item, text, best_lines, repo, settings))
+    if settings.slice_shape == SIGNATURES:
+        return _signatures_shape(shapes, ranked, settings)
+    return _value_shape(shapes, repo, settings)
+
+
+class _Shapes:
+    """The ways one candidate can be shown: whole, pruned to its best lines, or
+    as its signature, each as the excerpt it would be."""
+
+    def __init__(
+        self, item: RankedCandidate, text: list[tuple[int, str]], best_lines: set[int],
+        repo: Repo, settings: Settings,
+    ) -> None:
+        self.item = item
+        self.text = text
+        self.lines = dict(text)
+        self.signature = _signature(item, repo)
+        self.statements = repo.index.multiline_statements(item.candidate.span.path)
+        self.best_lines = best_lines
+        self.max_statement_lines = settings.max_statement_lines
+
+    def whole(self) -> Excerpt:
+        return Excerpt(self.item, tuple(self.text), WHOLE)
+
+    def pruned(self) -> Excerpt:
+        return self._kept(self.best_lines, PRUNED)
+
+    def signature_only(self) -> Excerpt | None:
+        """The signature alone; None for a candidate without one (a module, a run of lines)."""
+        return self._kept(set(), SIGNATURE) if self.signature else None
+
+    def _kept(self, kept: set[int], shown_as: str) -> Excerpt:
+        grown = _whole_statements(kept, self.statements, self.max_statement_lines)
+        keep = (grown & self.lines.keys()) | self.signature
         # A stale index may place a signature past the end of the file as read.
-        excerpts.append(Excerpt(item, tuple((n, lines[n]) for n in sorted(keep) if n in lines)))
+        lines = tuple((n, self.lines[n]) for n in sorted(keep) if n in self.lines)
+        # Best lines that are all signature lines are the signature.
+        return Excerpt(self.item, lines, SIGNATURE if keep <= self.signature else shown_as)
+
+
+def _signatures_shape(
+    shapes: list[_Shapes], ranked: tuple[RankedCandidate, ...], settings: Settings
+) -> list[Excerpt]:
+    """The best-ranked function within ``whole_function_within`` whole (when it
+    fits the budgets), every other definition as its signature
+    (``neighbours_as_signatures``), other candidates as their best lines."""
+    leaders = ranked[: settings.whole_function_within]
+    whole_rank = next((r.rank for r in leaders if r.candidate.kind in FUNCTION_KINDS), 0)
+    excerpts = []
+    for shape in shapes:
+        leading = shape.item.rank == whole_rank
+        signature = shape.signature_only()
+        if leading and _fits_whole(shape.text, settings):
+            excerpts.append(shape.whole())
+        elif not leading and settings.neighbours_as_signatures and signature is not None:
+            excerpts.append(signature)
+        else:
+            excerpts.append(shape.pruned())
     return excerpts
+
+
+def _value_shape(shapes: list[_Shapes], repo: Repo, settings: Settings) -> list[Excerpt]:
+    """The first ``value_ranks`` candidates, in rank order, each in the richest
+    form that fits what is left of the budgets: a function or method whole
+    (of at most ``whole_body_max_lines`` lines), else its best lines, else
+    its signature. From the first candidate no form of which fits, the rest
+    are handed on in their smallest form, for assemble to cut and name."""
+    room = _Room(repo, settings)
+    full = False
+    excerpts = []
+    for shape in shapes:
+        if shape.item.rank > settings.value_ranks:
+            break
+        cap = settings.whole_body_max_lines
+        body = shape.item.candidate.kind in FUNCTION_KINDS
+        forms = [shape.whole()] if body and (cap is None or len(shape.text) <= cap) else []
+        shown = [f for f in (*forms, shape.pruned(), shape.signature_only()) if f is not None]
+        chosen = None if full else next((f for f in shown if room.take(f)), None)
+        full = chosen is None
+        excerpts.append(chosen or shown[-1])
+    return excerpts
+
+
+class _Room:
+    """What is left of the slice's budgets as excerpts are planned into it.
+
+    Each excerpt is measured as assemble renders it (heading and quoted
+    lines), with a token more for its join to the next; the header and the
+    longest short coverage line are set aside first. So assemble, which keeps
+    a prefix, never has to cut a planned entry.
+    """
+
+    def __init__(self, repo: Repo, settings: Settings) -> None:
+        closing = HEADER + _longest_short_coverage()
+        self.repo = repo
+        self.max_line_bytes = settings.max_line_bytes
+        self.left: dict[str, int | None] = {
+            "tokens": settings.budget_tokens - count_tokens(closing),
+            "bytes": settings.max_block_bytes - _bytes(closing),
+            "heading_bytes": settings.max_reference_bytes,
+            "quoted_lines": settings.max_quoted_lines,
+            "quoted_bytes": settings.max_quoted_bytes,
+        }
+
+    def cost(self, excerpt: Excerpt) -> dict[str, int]:
+        quoted, shortened, n_lines = quoted_lines(excerpt, self.max_line_bytes)
+        source = self.repo.source(excerpt.ranked.candidate.span.path)
+        digest = source.digest if source is not None else ""
+        title = heading(excerpt, source_ref(excerpt, quoted, shortened, digest, self.repo.base))
+        entry = title + quoted + "\n"
+        return {
+            "tokens": count_tokens(entry) + 1, "bytes": _bytes(entry),
+            "heading_bytes": _bytes(title), "quoted_lines": n_lines,
+            "quoted_bytes": _bytes(quoted),
+        }
+
+    def take(self, excerpt: Excerpt) -> bool:
+        """Plan ``excerpt`` in when it fits what is left; False when it does not."""
+        cost = self.cost(excerpt)
+        if any(left is not None and cost[name] > left for name, left in self.left.items()):
+            return False
+        self.left = {
+            name: None if left is None else left - cost[name] for name, left in self.left.items()
+        }
+        return True
 
 
 # Of each budget, what a whole function may take: the rest is the slice's
@@ -107,6 +238,16 @@ def _fits_whole(text: list[tuple[int, str]], settings: Settings) -> bool:
         len(body.encode("utf-8")) <= _WHOLE_SHARE * settings.max_block_bytes
         and count_tokens(body) <= _WHOLE_SHARE * settings.budget_tokens
     )
+
+
+@functools.cache
+def _longest_short_coverage() -> str:
+    """The longest closing line assemble sets aside room for, at 999 of each kind."""
+    return short_coverage([Diagnostic(kind, "") for kind in KINDS for _ in range(999)])
+
+
+def _bytes(text: str) -> int:
+    return len(text.encode("utf-8"))
 
 
 def _whole_statements(
