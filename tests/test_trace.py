@@ -24,7 +24,7 @@ from ctx04_core.trace import append_trace, trace_record
 
 CTX04 = str(Path(sys.executable).parent / "ctx04")
 TASK = "Cart.total() rounds the discounted subtotal wrongly"
-BUDGET = "150"  # small enough that the budget leaves some shown candidates out
+BUDGET = "300"  # small enough that some ranked candidates are left out
 REJECTED = "rejected: verbatim reproduction of untrusted retrieved content\n"
 RECORD_KEYS = ["schema", "repo", "query", "references", "diagnostics", "slice", "manifest",
                "settings"]
