@@ -57,12 +57,19 @@ def ctx04(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([CTX04, *args], capture_output=True, text=True, env=env, check=False)
 
 
-def test_a_commit_message_cannot_make_retrieve_write_a_file(tmp_path: Path) -> None:
+def forged_shop(tmp_path: Path) -> tuple[Path, Path]:
+    """The shop with one commit whose message forges records, and the file
+    those records would make git write."""
     root = make_git_repo(tmp_path / "shop", SHOP)
     target = tmp_path / "outside" / "written.txt"
     target.parent.mkdir()
     commit_verbatim(root, {"shop/cart.py": SHOP["shop/cart.py"] + "\n# rounded\n"},
                     forging_message(target))
+    return root, target
+
+
+def test_a_commit_message_cannot_make_retrieve_write_a_file(tmp_path: Path) -> None:
+    root, target = forged_shop(tmp_path)
     done = ctx04("retrieve", TASK, "--repo", str(root), "--format", "json", cache=tmp_path)
     assert done.returncode == 0, done.stderr
     assert not target.exists()
@@ -72,11 +79,7 @@ def test_a_commit_message_cannot_make_retrieve_write_a_file(tmp_path: Path) -> N
 
 
 def test_a_commit_message_cannot_make_the_mcp_server_write_a_file(tmp_path: Path) -> None:
-    root = make_git_repo(tmp_path / "shop", SHOP)
-    target = tmp_path / "outside" / "written.txt"
-    target.parent.mkdir()
-    commit_verbatim(root, {"shop/cart.py": SHOP["shop/cart.py"] + "\n# rounded\n"},
-                    forging_message(target))
+    root, target = forged_shop(tmp_path)
     [result] = call_once(root.resolve(), tmp_path / "server-cache", [("retrieve", {"task": TASK})])
     assert not result.is_error
     assert not target.exists()
