@@ -16,7 +16,7 @@ import pluggy
 from ctx04_core.index import CodeIndex, RefreshStats
 from ctx04_core.index.schema import is_corruption
 from ctx04_core.paths import nameable
-from ctx04_core.plugins import PluginError, enabled_plugins, plugin_manager
+from ctx04_core.plugins import PluginError, enabled_plugins, given_or_chosen
 from ctx04_core.repository import Repo, git_base, resolve_root
 from ctx04_core.selection import observe, picked_order, shown_ranks
 from ctx04_core.settings import Settings
@@ -145,9 +145,7 @@ def retrieve(
     settings = settings or Settings()
     task, latest_error, test, notes = checked_task(task, latest_error, test, settings)
     root = resolve_root(repo)
-    if plugins is not None and (tuple(disable) or only is not None):
-        raise ValueError("retrieve: give loaded plugins or disable/only, not both")
-    pm = plugins if plugins is not None else plugin_manager(disable=disable, only=only)
+    pm = given_or_chosen(plugins, disable, only, "retrieve")
     require_assemble(pm)
 
     def attempt() -> Retrieval:

@@ -61,6 +61,19 @@ def plugin_manager(
     return pm
 
 
+def given_or_chosen(
+    plugins: pluggy.PluginManager | None, disable: Iterable[str], only: Iterable[str] | None,
+    caller: str,
+) -> pluggy.PluginManager:
+    """The ``plugins`` a long-lived caller loaded once, else :func:`plugin_manager`
+    of ``disable`` / ``only``; giving both is an error (which would win?)."""
+    if plugins is None:
+        return plugin_manager(disable=disable, only=only)
+    if tuple(disable) or only is not None:
+        raise ValueError(f"{caller}: give loaded plugins or disable/only, not both")
+    return plugins
+
+
 def loaded_plugins(disable: Iterable[str] = ()) -> pluggy.PluginManager:
     """:func:`plugin_manager` loaded once per process (per disable list and
     ``CTX04_DISABLE``), for a process that runs many tasks: a plugin installed

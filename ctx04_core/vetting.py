@@ -18,7 +18,7 @@ from typing import Any
 
 import pluggy
 
-from ctx04_core.plugins import plugin_manager
+from ctx04_core.plugins import given_or_chosen
 from ctx04_core.regular_file import open_regular_file
 from ctx04_core.settings import Settings
 from ctx04_core.types import SOURCE_REF_SCHEMA, TRACE_SCHEMA, ContextSlice, Evidence, SourceRef
@@ -77,9 +77,7 @@ def vet(
         evidence = tuple(entry.evidence for entry in retrieved.entries if entry.included)
     else:
         evidence = tuple(retrieved)
-    if plugins is not None and (tuple(disable) or only is not None):
-        raise ValueError("vet: give loaded plugins or disable/only, not both")
-    pm = plugins if plugins is not None else plugin_manager(disable=disable, only=only)
+    pm = given_or_chosen(plugins, disable, only, "vet")
     # A collected hook leaves out the implementations that returned None, so
     # every result is a rejection reason.
     results: list[str] = pm.hook.vet(artifact=artifact, evidence=evidence)
