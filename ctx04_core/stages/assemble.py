@@ -122,7 +122,7 @@ def _within_counts(
             ("paths budget", settings.max_paths, len({r.evidence.ref.path for r in trial})),
             ("line budget", settings.max_quoted_lines, sum(r.quoted_lines for r in trial)),
             ("quoted-text budget", settings.max_quoted_bytes,
-             sum(_bytes(r.quoted) for r in trial)),
+             sum(utf8_bytes(r.quoted) for r in trial)),
         ]
         broken = next((name for name, limit, used in limits if limit is not None and used > limit),
                       None)
@@ -136,9 +136,9 @@ def _within_counts(
 def _broken_cap(chosen: Sequence[Rendered], reserve: str, settings: Settings) -> str | None:
     """The first size cap the chosen entries, with ``reserve`` closing them, break."""
     body = HEADER + "".join(r.text for r in chosen) + reserve
-    if sum(_bytes(r.heading) for r in chosen) > settings.max_reference_bytes:
+    if sum(utf8_bytes(r.heading) for r in chosen) > settings.max_reference_bytes:
         return "references budget"
-    if _bytes(body) > settings.max_block_bytes:
+    if utf8_bytes(body) > settings.max_block_bytes:
         return "byte budget"
     if count_tokens(body) > settings.budget_tokens:
         return "token budget"
@@ -153,11 +153,11 @@ def _closed(body: str, diagnostics: tuple[Diagnostic, ...], settings: Settings) 
     """
     for closing in (coverage_summary(diagnostics), short_coverage(diagnostics)):
         text = body + closing
-        fits_bytes = _bytes(text) <= settings.max_block_bytes
+        fits_bytes = utf8_bytes(text) <= settings.max_block_bytes
         if fits_bytes and count_tokens(text) <= settings.budget_tokens:
             return text
     return ""
 
 
-def _bytes(text: str) -> int:
+def utf8_bytes(text: str) -> int:
     return len(text.encode("utf-8"))

@@ -42,10 +42,11 @@ import functools
 from collections import Counter
 
 from ctx04_core.bm25 import idf, score, term_weights
-from ctx04_core.evidence import HEADER, KINDS, heading, quoted_lines, short_coverage, source_ref
+from ctx04_core.evidence import HEADER, KINDS, short_coverage
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import SIGNATURES, Settings
+from ctx04_core.stages.assemble import render, utf8_bytes
 from ctx04_core.stages.regions import node_of, own_text
 from ctx04_core.text import tokenize
 from ctx04_core.tokens import count_tokens
@@ -194,25 +195,21 @@ class _Room:
     def __init__(self, repo: Repo, settings: Settings) -> None:
         closing = HEADER + _longest_short_coverage()
         self.repo = repo
-        self.max_line_bytes = settings.max_line_bytes
+        self.settings = settings
         self.left: dict[str, int | None] = {
             "tokens": settings.budget_tokens - count_tokens(closing),
-            "bytes": settings.max_block_bytes - _bytes(closing),
+            "bytes": settings.max_block_bytes - utf8_bytes(closing),
             "heading_bytes": settings.max_reference_bytes,
             "quoted_lines": settings.max_quoted_lines,
             "quoted_bytes": settings.max_quoted_bytes,
         }
 
     def cost(self, excerpt: Excerpt) -> dict[str, int]:
-        quoted, shortened, n_lines = quoted_lines(excerpt, self.max_line_bytes)
-        source = self.repo.source(excerpt.ranked.candidate.span.path)
-        digest = source.digest if source is not None else ""
-        title = heading(excerpt, source_ref(excerpt, quoted, shortened, digest, self.repo.base))
-        entry = title + quoted + "\n"
+        entry = render(excerpt, self.repo, self.settings)
         return {
-            "tokens": count_tokens(entry) + 1, "bytes": _bytes(entry),
-            "heading_bytes": _bytes(title), "quoted_lines": n_lines,
-            "quoted_bytes": _bytes(quoted),
+            "tokens": count_tokens(entry.text) + 1, "bytes": utf8_bytes(entry.text),
+            "heading_bytes": utf8_bytes(entry.heading), "quoted_lines": entry.quoted_lines,
+            "quoted_bytes": utf8_bytes(entry.quoted),
         }
 
     def take(self, excerpt: Excerpt) -> bool:
@@ -244,10 +241,6 @@ def _fits_whole(text: list[tuple[int, str]], settings: Settings) -> bool:
 def _longest_short_coverage() -> str:
     """The longest closing line assemble sets aside room for, at 999 of each kind."""
     return short_coverage([Diagnostic(kind, "") for kind in KINDS for _ in range(999)])
-
-
-def _bytes(text: str) -> int:
-    return len(text.encode("utf-8"))
 
 
 def _whole_statements(
