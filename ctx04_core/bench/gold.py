@@ -21,7 +21,6 @@ are symbols of their own), the whole file for ``(path, None)``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +28,11 @@ from typing import Any
 
 import pluggy
 
+from ctx04_core.diff import hunk_header
 from ctx04_core.settings import Settings
 from ctx04_core.stages.regions import node_own_lines
 from ctx04_core.text import source_text, split_lines
 from ctx04_core.types import FUNCTION_KINDS, TYPE_KINDS, Node, ParsedFile
-
-_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 
 Region = tuple[tuple[int, int], ...]  # inclusive runs of line numbers, sorted
 
@@ -192,11 +190,10 @@ class _DiffParser:
             self.path = _old_path(line[4:])
             if self.path is not None:
                 self.found.setdefault(self.path, set())
-        elif (match := _HUNK.match(line)) and self.path is not None:
-            start, count = int(match[1]), int(match[2] or "1")
-            # With no old lines, the hunk inserts after line ``start``.
-            self.old = start if count else start + 1
-            self.old_left, self.new_left = count, int(match[4] or "1")
+        elif (hunk := hunk_header(line)) and self.path is not None:
+            # With no old lines, the hunk inserts after line ``old_start``.
+            self.old = hunk.old_start if hunk.old_count else hunk.old_start + 1
+            self.old_left, self.new_left = hunk.old_count, hunk.new_count
 
     def close(self) -> None:
         self._end_run()

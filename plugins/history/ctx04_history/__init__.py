@@ -64,6 +64,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ctx04_core.bm25 import idf, postings_scores
+from ctx04_core.diff import hunk_header
 from ctx04_core.git import object_id, run_git
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
@@ -85,9 +86,6 @@ CHANGED_ENTRIES = 4096
 # can look like that mark.
 HEADER = "\x1e"
 MESSAGE = "%w(0,1,1)"
-# A hunk's header: the old and new line counts (1 when omitted), and the
-# function line git found for it.
-HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@(.*)")
 Key = TypeVar("Key")
 GIT_TIMEOUT_S = 10.0
 # git's builtin function-name rules by file extension (``diff=python`` ...):
@@ -380,9 +378,9 @@ def parse_show(text: str, asked: set[str]) -> dict[str, tuple[tuple[str, str], .
             continue
         elif line.startswith("+++ "):
             path = line[6:] if line.startswith("+++ b/") else None
-        elif hunk := HUNK.match(line):
-            content = int(hunk[1] or 1) + int(hunk[2] or 1)
-            name = hunk_name(hunk[3])
+        elif hunk := hunk_header(line):
+            content = hunk.old_count + hunk.new_count
+            name = hunk_name(hunk.section)
             if name is not None and path is not None:
                 changed[path, name] = None
     return {sha: tuple(names) for sha, names in parsed.items()}

@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import accumulate
 
+from ctx04_core.diff import hunk_header
 from ctx04_core.evidence import GAP
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.settings import Settings
@@ -56,7 +57,6 @@ OVERLAP_THRESHOLD = Settings().vet_overlap_threshold
 MIN_BLOCK_TOKENS = Settings().vet_min_block_tokens
 
 TOKEN = re.compile(r"\w+|[^\w\s]")
-HUNK = re.compile(r"@@ -\d+(?:,(\d+))? \+\d+(?:,(\d+))? @@")
 
 
 def tokens(text: str) -> Counter[str]:
@@ -92,9 +92,9 @@ def authored(artifact: str) -> str:
                 old, new = old - 1, new - 1
                 continue
             old = new = 0  # the counts were wrong: the rest is read as written
-        header = HUNK.match(line)
-        if header:
-            old, new = (int(count) if count is not None else 1 for count in header.groups())
+        hunk = hunk_header(line)
+        if hunk:
+            old, new = hunk.old_count, hunk.new_count
             continue
         kept.append(line)
     return without_gaps("\n".join(kept))
