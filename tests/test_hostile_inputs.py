@@ -175,39 +175,49 @@ def test_an_undecodable_error_file_is_escaped_and_said(repo: Path, tmp_path: Pat
     ]
 
 
+class RawClient:
+    """Raw JSON-RPC lines to and from a real ``ctx04 mcp`` over stdio, each answer
+    awaited no longer than WAIT_S: what an agent's own client sends, the SDK's cannot."""
+
+    def __init__(self, repo: Path, trace: Path) -> None:
+        self.server = subprocess.Popen(
+            [CTX04, "mcp", "--repo", str(repo), "--trace", str(trace)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        )
+        self.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}).encode())
+        self.answer()
+        self.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
+
+    def send(self, line: bytes) -> None:
+        assert self.server.stdin is not None
+        self.server.stdin.write(line + b"\n")
+        self.server.stdin.flush()
+
+    def answer(self) -> Any:
+        assert self.server.stdout is not None
+        ready, _, _ = select.select([self.server.stdout], [], [], WAIT_S)
+        assert ready, f"no answer within {WAIT_S} s"
+        return utf8_json(self.server.stdout.readline())
+
+    def close(self) -> None:
+        assert self.server.stdin is not None
+        self.server.stdin.close()
+        self.server.wait(timeout=WAIT_S)
+
+
 def test_mcp_answers_an_undecodable_task_with_utf8(repo: Path, tmp_path: Path) -> None:
     """Raw JSON-RPC over the real server's stdio: the SDK's client cannot encode
     such a task, an agent's own client can send its bytes."""
     trace = tmp_path / "mcp.jsonl"
-    server = subprocess.Popen(
-        [CTX04, "mcp", "--repo", str(repo), "--trace", str(trace)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-    )
-    assert server.stdin is not None and server.stdout is not None
-
-    def send(message: bytes) -> None:
-        assert server.stdin is not None
-        server.stdin.write(message + b"\n")
-        server.stdin.flush()
-
-    def answer() -> Any:
-        assert server.stdout is not None
-        ready, _, _ = select.select([server.stdout], [], [], WAIT_S)
-        assert ready, f"no answer within {WAIT_S} s"
-        return utf8_json(server.stdout.readline())
-
+    client = RawClient(repo, trace)
     try:
-        send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}).encode())
-        answer()
-        send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
-        send(b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": '
-             b'{"name": "retrieve", "arguments": {"task": "' + RAW_TASK + b'"}}}')
-        called = answer()
+        client.send(b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": '
+                    b'{"name": "retrieve", "arguments": {"task": "' + RAW_TASK + b'"}}}')
+        called = client.answer()
     finally:
-        server.stdin.close()
-        server.wait(timeout=WAIT_S)
+        client.close()
     result = called["result"]
     assert result["isError"] is False
     # The SDK's stdio transport decodes with errors="replace" before the tool sees the task.

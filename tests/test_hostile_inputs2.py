@@ -7,9 +7,7 @@ over a real git repository, within a bounded wait that detects a hang.
 
 from __future__ import annotations
 
-import json
 import os
-import select
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +16,7 @@ from typing import Any
 import pytest
 from conftest import make_git_repo
 from ctx04_recall_traceback import frames
-from test_hostile_inputs import APP, CTX04, TASK, WAIT_S, ctx04, utf8_json
+from test_hostile_inputs import APP, CTX04, TASK, RawClient, ctx04, utf8_json
 
 from ctx04_core.settings import Settings
 from ctx04_core.stages.query import build_query
@@ -152,38 +150,6 @@ LONE_SURROGATE_CALL = (
     b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "retrieve", '
     b'"arguments": {"task": "parse_order fails on bad \\ud800 text"}}}'
 )
-
-
-class RawClient:
-    """Raw JSON-RPC lines to and from a real ``ctx04 mcp`` over stdio, each answer
-    awaited no longer than WAIT_S: what an agent's own client sends, the SDK's cannot."""
-
-    def __init__(self, repo: Path, trace: Path) -> None:
-        self.server = subprocess.Popen(
-            [CTX04, "mcp", "--repo", str(repo), "--trace", str(trace)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        )
-        self.send(json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}).encode())
-        self.answer()
-        self.send(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}')
-
-    def send(self, line: bytes) -> None:
-        assert self.server.stdin is not None
-        self.server.stdin.write(line + b"\n")
-        self.server.stdin.flush()
-
-    def answer(self) -> Any:
-        assert self.server.stdout is not None
-        ready, _, _ = select.select([self.server.stdout], [], [], WAIT_S)
-        assert ready, f"no answer within {WAIT_S} s"
-        return utf8_json(self.server.stdout.readline())
-
-    def close(self) -> None:
-        assert self.server.stdin is not None
-        self.server.stdin.close()
-        self.server.wait(timeout=WAIT_S)
 
 
 @pytest.fixture
