@@ -100,6 +100,7 @@ class RankedItem:
     included: bool  # shown in the slice
     score: float = 0.0  # the fused score the system ranked by
     signals: tuple[tuple[str, float], ...] = ()  # each ranking signal's value, by name
+    sources: tuple[str, ...] = ()  # the recall sources that proposed it
 
     @property
     def symbol(self) -> Symbol:
@@ -112,6 +113,7 @@ class RankedItem:
             "included": self.included,
             "score": round(self.score, 6),
             "signals": {name: round(value, 6) for name, value in self.signals},
+            "sources": list(self.sources),
         }
 
 

@@ -65,7 +65,7 @@ def run_ctx04(task: str, root: Path, settings: Settings, pm: pluggy.PluginManage
         RankedItem(
             position, r.candidate.span.path, r.candidate.span.start_line,
             r.candidate.span.end_line, r.candidate.qualname, r.candidate.kind,
-            r.rank in shown_ranks, r.score, r.signals,
+            r.rank in shown_ranks, r.score, r.signals, r.candidate.sources,
         )
         for position, r in enumerate(order, 1)
     )
