@@ -101,6 +101,8 @@ class RankedItem:
     score: float = 0.0  # the fused score the system ranked by
     signals: tuple[tuple[str, float], ...] = ()  # each ranking signal's value, by name
     sources: tuple[str, ...] = ()  # the recall sources that proposed it
+    terms: tuple[str, ...] = ()  # the query terms that led to it
+    hit_lines: tuple[int, ...] = ()  # the lines a recall source pointed at
 
     @property
     def symbol(self) -> Symbol:
@@ -114,6 +116,8 @@ class RankedItem:
             "score": round(self.score, 6),
             "signals": {name: round(value, 6) for name, value in self.signals},
             "sources": list(self.sources),
+            "terms": list(self.terms),
+            "hit_lines": list(self.hit_lines),
         }
 
 
