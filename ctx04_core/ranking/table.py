@@ -1,0 +1,84 @@
+"""The training table: benchmark records of the candidate pool as feature rows
+with labels from the gold patch.
+
+A pool record is what ``ctx04 eval --set top_k=N`` writes for a task: the
+fused ranking cut to N, each candidate with its span, kind, recall sources,
+terms, hit lines and signal values, beside the task's gold (files, lines,
+symbols from the old side of the patch). The rows come from
+:func:`ctx04_core.ranking.features.feature_rows`, the same function the fuse
+stage calls, so what the model is fitted on is what it reads at retrieval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ctx04_core.ranking.features import feature_rows
+from ctx04_core.types import Candidate, Span
+
+
+@dataclass(frozen=True)
+class Labels:
+    """What the gold says of one candidate."""
+
+    holds_gold_line: bool
+    is_gold_symbol: bool
+    in_gold_file: bool
+
+
+@dataclass(frozen=True)
+class TaskRows:
+    """One task's pool as the learned ranking sees it."""
+
+    instance_id: str
+    repo: str
+    candidates: tuple[Candidate, ...]
+    rows: tuple[tuple[float, ...], ...]
+    labels: tuple[Labels, ...]
+
+
+def pool_of(
+    record: Mapping[str, Any],
+) -> tuple[list[Candidate], dict[str, list[float]], list[float]]:
+    """The record's candidates, each signal's values and the weighted scores."""
+    candidates: list[Candidate] = []
+    signals: dict[str, list[float]] = {}
+    weighted: list[float] = []
+    items = record["ranked"]
+    names = sorted({name for item in items for name in item["signals"]})
+    for name in names:
+        signals[name] = [float(item["signals"].get(name, 0.0)) for item in items]
+    for item in items:
+        candidates.append(Candidate(
+            Span(item["path"], item["start_line"], item["end_line"]),
+            item["kind"], item["qualname"], tuple(item.get("sources", ())),
+            tuple(item.get("terms", ())), tuple(item.get("hit_lines", ())),
+        ))
+        weighted.append(float(item["score"]))
+    return candidates, signals, weighted
+
+
+def task_rows(record: Mapping[str, Any], task_text: str) -> TaskRows | None:
+    """The record's pool as feature rows and labels; None for a failed task or
+    one without gold lines."""
+    gold = record.get("gold")
+    if record.get("error") or not gold or not gold.get("lines"):
+        return None
+    candidates, signals, weighted = pool_of(record)
+    rows = feature_rows(task_text, candidates, signals, weighted)
+    lines = {path: set(numbers) for path, numbers in gold["lines"].items()}
+    symbols = {(s["path"], s["qualname"]) for s in gold["symbols"]}
+    files = set(gold["files"])
+    labels = tuple(
+        Labels(
+            any(c.span.start_line <= n <= c.span.end_line for n in lines.get(c.span.path, ())),
+            (c.span.path, c.qualname) in symbols,
+            c.span.path in files,
+        )
+        for c in candidates
+    )
+    return TaskRows(
+        record["instance_id"], record["repo"], tuple(candidates), tuple(rows), labels
+    )
