@@ -115,8 +115,10 @@ GOOD = linear(["terms"], [1.0])
      "this ctx04 computes no feature named 'stars', 'age'"),
     (json.dumps(linear(["terms", "terms"], [1.0, 1.0])), "feature 'terms' is named twice"),
     (json.dumps(linear(["terms", "sources"], [1.0])), "1 weights for 2 features"),
-    (json.dumps(linear(["terms"], ["1"])), "weights is not a list of numbers"),
-], ids=["missing", "json", "format", "version", "kind", "unknown", "twice", "length", "type"])
+    (json.dumps(linear(["terms"], ["1"])), "weights is not a list of finite numbers"),
+    (json.dumps(linear(["terms"], [1.0], bias=float("nan"))), "bias is not a finite number"),
+], ids=["missing", "json", "format", "version", "kind", "unknown", "twice", "length", "type",
+        "nan"])
 def test_an_unusable_model_file_is_one_clear_line(
     tmp_path: Path, content: str | None, message: str
 ) -> None:

@@ -35,7 +35,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from ctx04_core.ranking.features import FEATURES
 
@@ -269,18 +269,24 @@ def _tree(data: object, where: str, n_features: int) -> Tree:
 
 def _number(data: dict[str, Any], name: str, where: str) -> float:
     value = data.get(name)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ModelError(f"{where}{name} is not a number")
+    if not _finite(value):
+        raise ModelError(f"{where}{name} is not a finite number")
     return float(value)
 
 
 def _numbers(data: dict[str, Any], name: str, where: str) -> tuple[float, ...]:
     values = data.get(name)
-    if not isinstance(values, list) or not all(
-        isinstance(v, int | float) and not isinstance(v, bool) for v in values
-    ):
-        raise ModelError(f"{where}{name} is not a list of numbers")
+    if not isinstance(values, list) or not all(_finite(v) for v in values):
+        raise ModelError(f"{where}{name} is not a list of finite numbers")
     return tuple(float(v) for v in values)
+
+
+def _finite(value: object) -> TypeGuard[int | float]:
+    """A JSON number a score can be built of: Python's json reads NaN and
+    Infinity, and one NaN would leave the rank order undefined."""
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    )
 
 
 def _integers(data: dict[str, Any], name: str, where: str) -> tuple[int, ...]:
