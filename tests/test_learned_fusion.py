@@ -5,15 +5,22 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from conftest import SHOP, make_git_repo
 
+from ctx04_core.pipeline import Retrieval, retrieve
 from ctx04_core.ranking.features import FEATURES
 from ctx04_core.ranking.lightgbm_export import model_json
 from ctx04_core.ranking.model import ModelError, load_model, model_at, model_from_json
+from ctx04_core.settings import Settings, SettingsError
+from ctx04_core.stages.fuse import fuse
+from ctx04_core.types import Candidate, Diagnostic, Signal, Span
 
 
 def linear(features: list[str], weights: list[float], bias: float = 0.0) -> dict[str, Any]:
@@ -150,3 +157,129 @@ def test_a_malformed_tree_is_refused(model: dict[str, Any], message: str) -> Non
     with pytest.raises(ModelError) as caught:
         model_from_json(model)
     assert str(caught.value) == message
+
+
+A, B, C = (
+    Candidate(Span(p, 1, 2), "function", f"{p}.f", ("test",)) for p in ("a.py", "b.py", "c.py")
+)
+
+
+def test_fuse_ranks_by_the_model_and_adds_the_signals_it_does_not_know() -> None:
+    model = model_from_json(linear(["bm25.value"], [1.0]))
+    signals = [
+        Signal("bm25", (1.0, 3.0, 2.0), 1.0),
+        Signal("auxiliary", (0.0, 1.0, 0.0), -0.9, "scale"),
+        Signal("third_party", (0.0, 0.0, 0.5), 4.0, "scale"),
+    ]
+    weighted = fuse((A, B, C), signals, Settings())
+    learned = fuse((A, B, C), signals, Settings(), task_text="fix f", model=model)
+
+    # Weighted: b 3 x 0.1, c 2 x 3, a 1; the model: bm25 alone, plus 4 x 0.5 for c.
+    assert [(r.candidate, r.score, r.model_score) for r in weighted] == [
+        (C, 6.0, None), (A, 1.0, None), (B, 3.0 * (1 - 0.9), None),
+    ]
+    assert [(r.candidate, r.rank, r.score, r.model_score) for r in learned] == [
+        (C, 1, 6.0, 4.0), (B, 2, 3.0 * (1 - 0.9), 3.0), (A, 3, 1.0, 1.0),
+    ]
+    assert learned[0].contributions == (("bm25.value", 2.0), ("third_party", 2.0))
+    assert learned[0].signals == weighted[0].signals
+
+
+def test_fusion_is_weighted_or_learned() -> None:
+    with pytest.raises(SettingsError) as caught:
+        Settings(fusion="best")
+    assert str(caught.value) == "fusion (CTX04_FUSION) is one of weighted, learned, not 'best'"
+
+
+TASK = "Cart.total() rounds the discounted subtotal wrongly"
+# shipping_cost holds a line the third-party ``pin`` plugin marks: its scaling
+# signal, unknown to the model, adds 1 x 1 to its model score.
+PINNED = {**SHOP, "shop/shipping.py": SHOP["shop/shipping.py"].replace(
+    "    return 4.5", "    return 4.5  # ctx04: pin", 1,
+)}
+
+
+def ranked_by(result: Retrieval) -> list[str | None]:
+    return [r.candidate.qualname for r in result.candidates]
+
+
+def test_the_learned_fusion_ranks_a_retrieval(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "shop", PINNED)
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(linear(["bm25.value"], [1.0])))
+    # The optional meaning plugin is a signal the model does not know either:
+    # left out, so the order rests on bm25 and pin alone.
+    weighted = retrieve(TASK, root, disable=("meaning",))
+    learned = retrieve(TASK, root, disable=("meaning",),
+                       settings=Settings(fusion="learned", ranking_model=str(path)))
+
+    # The test, sunk by its auxiliary signal under the weighted fusion, is
+    # second by its bm25 match alone.
+    assert ranked_by(weighted)[:8] == [
+        "shop.cart.Cart.total", "shop.cart.LineItem.subtotal", "shop.cart.Cart",
+        "shop.cart.Cart.apply_coupon", "shop.shipping.shipping_cost", "shop", "shop.cart",
+        "tests.test_cart.test_total_with_coupon",
+    ]
+    # Those bm25 does not match tie at 0: by path, then line.
+    assert ranked_by(learned) == [
+        "shop.cart.Cart.total", "tests.test_cart.test_total_with_coupon",
+        "shop.cart.LineItem.subtotal", "shop", "shop.cart.Cart", "tests.test_cart",
+        "shop.cart.Cart.apply_coupon", "shop.shipping.shipping_cost", "shop.cart",
+        "shop.pricing.apply_discount", "shop.cart.Cart.add",
+        "shop.cart.LineItem", "shop.cart.Cart.__init__", "shop.cart.Cart.remove",
+        "shop.inventory.Inventory", "shop.pricing.round_money",
+    ]
+    for ranked in learned.candidates:
+        signals = dict(ranked.signals)
+        assert ranked.model_score == signals["bm25"] + signals["pin"]
+        assert ranked.contributions == tuple(sorted(
+            [("bm25.value", signals["bm25"]), ("pin", signals["pin"])],
+            key=lambda part: -abs(part[1]),
+        ))
+    assert dict(learned.candidates[7].signals)["pin"] == 1.0
+    assert not [d for d in learned.diagnostics if d.reason == "ranking model"]
+
+
+def test_an_unusable_model_falls_back_to_the_weighted_fusion(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "shop", SHOP)
+    path = tmp_path / "model.json"
+    path.write_text("not json")
+    weighted = retrieve(TASK, root)
+    fallen_back = retrieve(TASK, root, settings=Settings(fusion="learned",
+                                                         ranking_model=str(path)))
+
+    assert fallen_back.candidates == weighted.candidates
+    assert [d for d in fallen_back.context.diagnostics if d.reason == "ranking model"] == [
+        Diagnostic("unavailable", "ranking model", detail=(
+            f"ranking model {path}: not valid JSON (Expecting value at line 1 column 1)"
+        )),
+    ]
+
+
+def test_the_json_shows_what_the_model_ranked_by(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "shop", PINNED)
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(linear(["bm25.value"], [1.0])))
+    ctx04 = Path(sys.executable).parent / "ctx04"
+
+    def candidates(env: dict[str, str]) -> list[dict[str, Any]]:
+        done = subprocess.run(
+            [str(ctx04), "retrieve", TASK, "--repo", str(root), "--format", "json",
+             "--disable", "meaning"],
+            capture_output=True, text=True, check=False, env={**os.environ, **env},
+        )
+        assert done.returncode == 0, done.stderr
+        found: list[dict[str, Any]] = json.loads(done.stdout)["candidates"]
+        return found
+
+    learned = candidates({"CTX04_FUSION": "learned", "CTX04_RANKING_MODEL": str(path)})
+    weighted = candidates({})
+
+    second = learned[1]
+    assert second["qualname"] == "tests.test_cart.test_total_with_coupon"
+    assert second["model_score"] == second["signals"]["bm25"]
+    assert second["contributions"] == {"bm25.value": second["signals"]["bm25"], "pin": 0.0}
+    assert list(learned[7]["contributions"].items()) == [
+        ("bm25.value", learned[7]["signals"]["bm25"]), ("pin", 1.0),
+    ]
+    assert not {"model_score", "contributions"} & {key for c in weighted for key in c}
