@@ -46,8 +46,9 @@ TREES = "trees"
 MISSING_RULES = ("none", "zero", "nan")
 # The model fusion "learned" ranks with when the ranking_model setting is "".
 SHIPPED_MODEL = Path(__file__).with_name("model.json")
-# LightGBM's kZeroThreshold: what a "zero" missing rule counts as zero.
-_ZERO = 1e-35
+# LightGBM's kZeroThreshold, what a "zero" missing rule counts as zero: the
+# float 1e-35f as a double, as LightGBM compares it.
+_ZERO = 1.0000000180025095e-35
 
 
 class ModelError(ValueError):
