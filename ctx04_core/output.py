@@ -13,6 +13,7 @@ from ctx04_core.trace import (
     rendered_references,
     selection_json,
 )
+from ctx04_core.types import RankedCandidate
 
 SCHEMA = "ctx04.context-slice.v1"
 
@@ -20,9 +21,12 @@ SCHEMA = "ctx04.context-slice.v1"
 def retrieval_json(result: Retrieval) -> dict[str, Any]:
     shown = {entry.excerpt.ranked.rank: entry for entry in result.context.entries}
     candidates = []
-    for record in manifest(result):
+    for ranked, record in zip(result.candidates, manifest(result), strict=True):
         entry = shown.get(record["rank"])
-        candidates.append({**record, "text": entry.text if entry and entry.included else ""})
+        candidates.append({
+            **record, **learned_json(ranked),
+            "text": entry.text if entry and entry.included else "",
+        })
     return {
         "schema": SCHEMA,
         "repo": {"root": str(result.root), "base": result.base},
@@ -52,6 +56,17 @@ def retrieval_json(result: Retrieval) -> dict[str, Any]:
             "settings": result.settings.to_json(),
             "seconds": round(result.seconds, 3),
         },
+    }
+
+
+def learned_json(ranked: RankedCandidate) -> dict[str, Any]:
+    """The score the learned fusion ranked a candidate by and its largest parts
+    (feature: contribution, largest first); nothing when the weighted fusion ranked."""
+    if ranked.model_score is None:
+        return {}
+    return {
+        "model_score": round(ranked.model_score, 6),
+        "contributions": {name: round(value, 6) for name, value in ranked.contributions},
     }
 
 

@@ -17,10 +17,11 @@ from ctx04_core.index import CodeIndex, RefreshStats
 from ctx04_core.index.schema import is_corruption
 from ctx04_core.paths import nameable
 from ctx04_core.plugins import PluginError, enabled_plugins, given_or_chosen
+from ctx04_core.ranking.model import RankingModel
 from ctx04_core.repository import Repo, git_base, resolve_root
 from ctx04_core.selection import observe, picked_order, shown_ranks
 from ctx04_core.settings import Settings
-from ctx04_core.stages.fuse import fuse
+from ctx04_core.stages.fuse import fuse, ranking_model
 from ctx04_core.stages.merge import merge
 from ctx04_core.stages.prune import statement_lines
 from ctx04_core.stages.query import build_query, extensions_of
@@ -268,6 +269,8 @@ def run_stages(
     counts: dict[str, int] = {}
     diagnostics: list[Diagnostic] = list(notes)
     unnameable: set[str] = set()
+    model, unavailable = ranking_model(settings)
+    diagnostics.extend(unavailable)
 
     def collect(results: list[Recall | None]) -> bool:
         """Add the results to what was recalled; True when they proposed anything."""
@@ -286,9 +289,9 @@ def run_stages(
         return proposed
 
     collect(hook.recall(query=query, repo=repo, settings=settings))
-    ranked = _ranked(hook, query, merge(recalled, repo), repo, settings)
+    ranked = _ranked(hook, query, merge(recalled, repo), repo, settings, model)
     if collect(hook.expand(query=query, ranked=tuple(ranked), repo=repo, settings=settings)):
-        ranked = _ranked(hook, query, merge(recalled, repo), repo, settings)
+        ranked = _ranked(hook, query, merge(recalled, repo), repo, settings, model)
     excerpts: list[Excerpt] | None = hook.prune(
         query=query, ranked=tuple(ranked), repo=repo, settings=settings
     )
@@ -388,11 +391,16 @@ def _unnameable(path: str) -> Diagnostic:
 
 
 def _ranked(
-    hook: Any, query: Query, merged: tuple[Candidate, ...], repo: Repo, settings: Settings
+    hook: Any, query: Query, merged: tuple[Candidate, ...], repo: Repo, settings: Settings,
+    model: RankingModel | None,
 ) -> list[RankedCandidate]:
-    """Every plugin's signals over the merged candidates, fused: the best ``top_k``."""
+    """Every plugin's signals over the merged candidates, fused (by ``model``
+    when the learned fusion has one): the best ``top_k``."""
     contributed = hook.signals(query=query, candidates=merged, repo=repo, settings=settings)
-    return fuse(merged, (s for found in contributed for s in found or ()), settings)
+    return fuse(
+        merged, (s for found in contributed for s in found or ()), settings,
+        task_text=query.task_text, model=model,
+    )
 
 
 def _with_dependences(hook: Any, excerpt: Excerpt, repo: Repo, settings: Settings) -> Excerpt:

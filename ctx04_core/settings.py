@@ -20,6 +20,13 @@ LOCALITIES = ("hosted", "local")
 VALUE = "value"
 SIGNATURES = "signatures"
 SLICE_SHAPES = (VALUE, SIGNATURES)
+# Settings.fusion: how the signals become the rank order; from the
+# environment too, so every command and the server can rank by a model.
+WEIGHTED = "weighted"
+LEARNED = "learned"
+FUSIONS = (WEIGHTED, LEARNED)
+FUSION_ENV = "CTX04_FUSION"
+RANKING_MODEL_ENV = "CTX04_RANKING_MODEL"
 # The meaning plugin's encoder (an optional extra), from the environment too,
 # so a user points the CLI at a code model without a flag.
 MEANING_ENCODER_ENV = "CTX04_MEANING_ENCODER"
@@ -137,6 +144,15 @@ class Settings:
     # plugin's default: how a third-party signal is tuned, or switched off
     # (``name=0``) without disabling the plugin's other hooks.
     signal_weights: tuple[str, ...] = ()
+    # fusion "weighted" ranks by the fused score above; "learned" (issue 23)
+    # by a ranking model's score of each candidate's features, the fused
+    # score among them (ctx04_core/stages/fuse.py). ranking_model is the
+    # model file, "" for the one shipped in ctx04_core/ranking/model.json;
+    # a missing or unusable file falls back to "weighted", and says so in
+    # an ``unavailable`` diagnostic. CTX04_FUSION and CTX04_RANKING_MODEL
+    # give the defaults.
+    fusion: str = _from_env(FUSION_ENV, WEIGHTED)
+    ranking_model: str = _from_env(RANKING_MODEL_ENV)
     repository_idf: bool = True
     definition_boost: float = 2.0
     auxiliary_weight: float = 0.15
@@ -248,6 +264,10 @@ class Settings:
         if self.slice_shape not in SLICE_SHAPES:
             raise SettingsError(
                 f"slice_shape is one of {', '.join(SLICE_SHAPES)}, not {self.slice_shape!r}"
+            )
+        if self.fusion not in FUSIONS:
+            raise SettingsError(
+                f"fusion ({FUSION_ENV}) is one of {', '.join(FUSIONS)}, not {self.fusion!r}"
             )
         if self.model_locality not in LOCALITIES:
             raise SettingsError(

@@ -119,6 +119,10 @@ class RankedCandidate:
     score: float
     # Each signal's raw value for this candidate (name, value), by name: why it ranked here.
     signals: tuple[tuple[str, float], ...] = ()
+    # When the learned fusion ranked it: the score it ranked by, and the
+    # largest (feature, contribution) parts of that score, largest first.
+    model_score: float | None = None
+    contributions: tuple[tuple[str, float], ...] = ()
 
 
 # How an excerpt shows its candidate (``Excerpt.shown_as``): all of its own

@@ -64,11 +64,12 @@ def shared_repo(
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Indexes go to a temp cache, never the developer's, no plugin is disabled and
-    no model is configured."""
+    """Indexes go to a temp cache, never the developer's, no plugin is disabled,
+    no model is configured and the weighted fusion ranks."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     for name in ("CTX04_DISABLE", "CTX04_MODEL_URL", "CTX04_MODEL", "CTX04_MODEL_LOCALITY",
-                 "CTX04_MODEL_API_KEY", "CTX04_MEANING_ENCODER", "CTX04_MEANING_MODEL"):
+                 "CTX04_MODEL_API_KEY", "CTX04_MEANING_ENCODER", "CTX04_MEANING_MODEL",
+                 "CTX04_FUSION", "CTX04_RANKING_MODEL"):
         monkeypatch.delenv(name, raising=False)
 
 

@@ -6,14 +6,20 @@ Additive signals (the BM25 match, a definition the task names) say how much
 a candidate matches; scaling signals (a frame the task points at, a test
 file) say how much that match should count. Signals are fused in name order
 so the float result does not depend on which plugin registered first.
+
+With ``fusion = "learned"`` a ranking model (``ctx04_core/ranking/``) orders
+the candidates instead, from their features, the fused score among them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
-from ctx04_core.settings import Settings
-from ctx04_core.types import Candidate, RankedCandidate, Signal
+from ctx04_core.ranking.features import KNOWN_SIGNALS, feature_rows
+from ctx04_core.ranking.model import SHIPPED_MODEL, ModelError, RankingModel, model_at
+from ctx04_core.settings import LEARNED, Settings
+from ctx04_core.types import Candidate, Diagnostic, RankedCandidate, Signal
 
 
 class SignalError(ValueError):
@@ -21,15 +27,48 @@ class SignalError(ValueError):
 
 
 MODES = ("add", "scale")
+# The contributions a learned ranking keeps for each candidate (the JSON shows them).
+CONTRIBUTIONS_KEPT = 5
+
+
+def ranking_model(settings: Settings) -> tuple[RankingModel | None, tuple[Diagnostic, ...]]:
+    """The model :func:`fuse` ranks with, or None for the weighted fusion.
+
+    None when ``settings.fusion`` is "weighted", or when the model file
+    (``settings.ranking_model``, else the shipped one) is missing or
+    unusable: the weighted fusion then ranks, and the diagnostic says why.
+    The file is read once per process while it stays unchanged.
+    """
+    if settings.fusion != LEARNED:
+        return None, ()
+    try:
+        return model_at(Path(settings.ranking_model) if settings.ranking_model
+                        else SHIPPED_MODEL), ()
+    except ModelError as err:
+        return None, (Diagnostic("unavailable", "ranking model", detail=str(err)),)
 
 
 def fuse(
-    candidates: Sequence[Candidate], signals: Iterable[Signal], settings: Settings
+    candidates: Sequence[Candidate],
+    signals: Iterable[Signal],
+    settings: Settings,
+    *,
+    task_text: str = "",
+    model: RankingModel | None = None,
 ) -> list[RankedCandidate]:
     """The best ``settings.top_k`` candidates by fused score, ranks 1..n.
 
     Ties keep a fixed order: path, then start line. With no signal every
     score is 0 and the merged order stands.
+
+    Given a ``model`` (:func:`ranking_model`), the order is by its score of
+    each candidate's features (``ranking.features.feature_rows`` over the
+    task, the signals and the fused scores), ties as above; ``score`` stays
+    the fused score. A signal the features do not read (a third-party
+    plugin's, not in ``KNOWN_SIGNALS``) still counts: its ``w·v`` is added
+    to the model score, whatever its mode, since the model score is no
+    match to scale. Each candidate keeps the model score and its
+    ``CONTRIBUTIONS_KEPT`` largest parts, those signals' among them.
     """
     chosen = _checked(signals, len(candidates))
     weights = settings.signal_weight_overrides()
@@ -43,19 +82,53 @@ def fuse(
             else:
                 factor *= 1 + weight * signal.values[i]
         scores.append(base * factor)
-    if not chosen:
-        order = list(range(len(candidates)))
-    else:
-        order = sorted(
-            range(len(candidates)),
-            key=lambda i: (-scores[i], candidates[i].span.path, candidates[i].span.start_line),
-        )
+    if model is not None:
+        return _learned(model, task_text, candidates, chosen, scores, weights, settings.top_k)
+    order = _by_score(scores, candidates) if chosen else list(range(len(candidates)))
     return [
         RankedCandidate(
             candidates[i], rank, scores[i], tuple((s.name, s.values[i]) for s in chosen)
         )
         for rank, i in enumerate(order[: settings.top_k], start=1)
     ]
+
+
+def _learned(
+    model: RankingModel,
+    task_text: str,
+    candidates: Sequence[Candidate],
+    chosen: list[Signal],
+    scores: list[float],
+    weights: dict[str, float],
+    top_k: int,
+) -> list[RankedCandidate]:
+    rows = feature_rows(task_text, candidates, {s.name: s.values for s in chosen}, scores)
+    unknown = [s for s in chosen if s.name not in KNOWN_SIGNALS]
+    added = [
+        tuple((s.name, weights.get(s.name, s.weight) * s.values[i]) for s in unknown)
+        for i in range(len(candidates))
+    ]
+    model_scores = []
+    for row, parts in zip(rows, added, strict=True):
+        total = model.score(row)
+        for _, value in parts:
+            total += value
+        model_scores.append(total)
+    ranked = []
+    for rank, i in enumerate(_by_score(model_scores, candidates)[:top_k], start=1):
+        largest = sorted(model.contributions(rows[i]) + added[i], key=lambda p: -abs(p[1]))
+        ranked.append(RankedCandidate(
+            candidates[i], rank, scores[i], tuple((s.name, s.values[i]) for s in chosen),
+            model_scores[i], tuple(largest[:CONTRIBUTIONS_KEPT]),
+        ))
+    return ranked
+
+
+def _by_score(scores: list[float], candidates: Sequence[Candidate]) -> list[int]:
+    return sorted(
+        range(len(candidates)),
+        key=lambda i: (-scores[i], candidates[i].span.path, candidates[i].span.start_line),
+    )
 
 
 def _checked(signals: Iterable[Signal], n_candidates: int) -> list[Signal]:
