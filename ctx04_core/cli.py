@@ -33,6 +33,7 @@ from ctx04_core.bench.cli import (
 from ctx04_core.bench.cli import register as register_bench_commands
 from ctx04_core.console import fail, stderr
 from ctx04_core.executors import ExecutorKind
+from ctx04_core.ranking.cli import register as register_train_command
 from ctx04_core.regular_file import NotRegularFile, open_regular_file
 
 if TYPE_CHECKING:
@@ -556,6 +557,7 @@ def mcp(
 
 
 register_bench_commands(app)
+register_train_command(app)
 
 
 def main() -> None:

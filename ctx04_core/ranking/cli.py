@@ -1,0 +1,170 @@
+"""``ctx04 train``: fit the learned ranking on recorded candidate pools."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ctx04_core.console import fail, stderr
+
+# The pool a record keeps: ``ctx04 eval --set top_k=POOL_TOP_K`` records the
+# fused ranking cut there, wide enough that what the weighted fusion ranks
+# low can still be learned to rank high.
+POOL_TOP_K = 300
+
+
+def register(app: typer.Typer) -> None:
+    app.command("train")(train_command)
+
+
+def train_command(
+    pools: Annotated[
+        list[Path],
+        typer.Argument(help=f"Records of `ctx04 eval --set top_k={POOL_TOP_K} --out FILE` "
+                            "on training tasks."),
+    ],
+    dataset: Annotated[
+        list[Path],
+        typer.Option("--dataset", help="The tasks' dataset(s) (their texts); repeatable."),
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Write the chosen model here (JSON).")],
+    report: Annotated[
+        Path | None,
+        typer.Option("--report", help="Also write the cross-validation tables here (Markdown)."),
+    ] = None,
+) -> None:
+    """Fit the ranking model on training pools, chosen by leave-one-repository-out CV.
+
+    First record each training task's candidate pool (a wide top-k, with every
+    signal, recall source and the gold):
+
+      ctx04 eval --dataset train.jsonl --repos repos.json --set top_k=300 --out pools.jsonl
+
+    then fit: ctx04 train pools.jsonl --dataset train.jsonl --out model.json
+
+    Each learner (logistic regression; LightGBM lambdarank when ctx04\\[train]
+    is installed) is fitted with one repository left out at a time and
+    measured on that repository's pools, beside the weighted fusion's order
+    of the same pools. The learner with the best mean of file Acc@5,
+    function Acc@10 and line recall@5 over every held-out task is fitted on
+    all tasks and written to --out; the same pools give the same file, byte
+    for byte. Use it with `--set fusion=learned --set ranking_model=FILE`.
+    """
+    from ctx04_core.ranking.fit import FITTERS, cross_validate, model_document
+    from ctx04_core.ranking.table import TaskRows, task_rows
+
+    texts = _texts(dataset)
+    tasks: list[TaskRows] = []
+    golds: dict[str, Any] = {}
+    for path in pools:
+        for number, record in _records(path):
+            text = texts.get(record.get("instance_id", ""))
+            if text is None:
+                fail(f"{path}:{number}: {record.get('instance_id')!r} is in no --dataset")
+            rows = task_rows(record, text)
+            if rows is not None:
+                tasks.append(rows)
+                golds[rows.instance_id] = record["gold"]
+    if len({t.repo for t in tasks}) < 2:
+        fail("training needs tasks from at least two repositories (one is left out at a time)")
+    learners = ["logistic"] + (["lambdarank"] if _has_lightgbm() else [])
+    if len(learners) == 1:
+        stderr.print("lightgbm is not installed (pip install ctx04[train]): fitting the "
+                     "logistic regression only")
+    results = []
+    with stderr.status("cross-validating") as status:
+        for learner in ["weighted", *learners]:
+            status.update(f"cross-validating {learner}")
+            results.append(cross_validate(learner, tasks, golds))
+    chosen = max((r for r in results if r.learner != "weighted"),
+                 key=lambda r: (r.choice_score, r.learner))
+    with stderr.status(f"fitting {chosen.learner} on {len(tasks)} tasks"):
+        _, fitted = FITTERS[chosen.learner](tasks)
+    document = model_document(chosen.learner, fitted, len(tasks))
+    out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    _show(results, chosen.learner)
+    if report is not None:
+        report.write_text(markdown_report(results, chosen.learner), encoding="utf-8")
+    Console().print(f"model: {escape(str(out))} ({chosen.learner}, {len(tasks)} tasks)")
+
+
+def _texts(datasets: list[Path]) -> dict[str, str]:
+    texts: dict[str, str] = {}
+    for path in datasets:
+        for number, task in _records(path):
+            if "instance_id" not in task or "problem_statement" not in task:
+                fail(f"{path}:{number}: a task needs instance_id and problem_statement")
+            texts[task["instance_id"]] = task["problem_statement"]
+    return texts
+
+
+def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a JSON Lines file, with their line numbers."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        fail(f"cannot read {path}: {getattr(err, 'strerror', None) or err}")
+    found = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as err:
+            fail(f"{path}:{number}: not JSON ({err.msg})")
+        if not isinstance(value, dict):
+            fail(f"{path}:{number}: not a JSON object")
+        found.append((number, value))
+    return found
+
+
+def _has_lightgbm() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("lightgbm") is not None
+
+
+def _table(results: list[Any], chosen: str) -> tuple[list[str], list[list[str]]]:
+    from ctx04_core.ranking.fit import CV_METRICS
+
+    header = ["fusion", "tasks", *CV_METRICS]
+    rows = [
+        [r.learner + (" (chosen)" if r.learner == chosen else ""), str(r.tasks),
+         *(f"{r.pooled[m]:.3f}" for m in CV_METRICS)]
+        for r in results
+    ]
+    return header, rows
+
+
+def _show(results: list[Any], chosen: str) -> None:
+    header, rows = _table(results, chosen)
+    table = Table(title="leave-one-repository-out, every held-out task pooled")
+    for name in header:
+        table.add_column(name, justify="left" if name == "fusion" else "right")
+    for row in rows:
+        table.add_row(*row)
+    Console(width=max(120, 12 * len(header))).print(table)
+
+
+def markdown_report(results: list[Any], chosen: str) -> str:
+    """The pooled table, then each held-out repository's, in Markdown."""
+    from ctx04_core.ranking.fit import CV_METRICS
+
+    header, rows = _table(results, chosen)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    lines += ["", "Per held-out repository:", ""]
+    per_header = ["repository", "fusion", *CV_METRICS]
+    lines += ["| " + " | ".join(per_header) + " |", "|" + "---|" * len(per_header)]
+    for repo in sorted(results[0].per_repo):
+        for r in results:
+            values = r.per_repo[repo]
+            lines.append("| " + " | ".join(
+                [repo, r.learner, *(f"{values[m]:.3f}" for m in CV_METRICS)]) + " |")
+    return "\n".join(lines) + "\n"

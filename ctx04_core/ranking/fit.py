@@ -1,0 +1,191 @@
+"""Fitting the ranking model and choosing it by cross-validation grouped by repository.
+
+Two learners, both deterministic so that the same table gives the same
+file byte for byte: a logistic regression with an L2 penalty on
+standardised features (Newton's method; the standardisation is folded into
+the exported weights), and LightGBM's lambdarank (gradient-boosted trees
+fitted to the ranking itself; a training-only dependency, imported here
+only). Each is scored by leaving one repository out at a time: fitted on
+the others' tasks, it reorders the held-out repository's pools, and the
+reordered pools are measured as ``ctx04 eval`` measures a ranking.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ctx04_core.ranking.features import FEATURES
+from ctx04_core.ranking.lightgbm_export import model_json
+from ctx04_core.ranking.model import FORMAT, LINEAR, VERSION
+from ctx04_core.ranking.table import Labels, TaskRows
+
+Scorer = Callable[[Sequence[tuple[float, ...]]], list[float]]
+Fitter = Callable[[Sequence[TaskRows]], tuple[Scorer, dict[str, Any]]]
+
+# What a ranking is measured by in cross-validation: the leading candidates
+# are what the slice shows, so each metric reads the first TOP_K.
+TOP_K = 20
+CV_METRICS = (
+    "file_acc@1", "file_acc@5", "file_acc@10", "function_acc@5", "function_acc@10", "mrr",
+    "line_recall@1", "line_recall@3", "line_recall@5", "line_recall@10",
+)
+# The model chosen is the one with the best mean of these over the pooled held-out tasks.
+CHOICE = ("file_acc@5", "function_acc@10", "line_recall@5")
+
+LOGISTIC_L2 = 10.0
+LOGISTIC_STEPS = 30
+LAMBDARANK = {
+    "objective": "lambdarank", "num_leaves": 15, "learning_rate": 0.05,
+    "min_data_in_leaf": 40, "feature_fraction": 0.8, "feature_fraction_seed": 7,
+    "lambdarank_truncation_level": 30, "deterministic": True, "num_threads": 1,
+    "seed": 7, "verbose": -1,
+}
+LAMBDARANK_ROUNDS = 200
+
+
+def relevance(labels: Labels) -> int:
+    """The graded relevance lambdarank fits: a candidate holding a changed line
+    in the gold's own symbol ranks above one holding it in a container, above
+    one in a changed file."""
+    return int(labels.holds_gold_line) + int(labels.is_gold_symbol) + int(labels.in_gold_file)
+
+
+def fit_logistic(tasks: Sequence[TaskRows]) -> tuple[Scorer, dict[str, Any]]:
+    """P(the candidate holds a changed line), linear in the features."""
+    import numpy as np
+
+    x = np.array([row for task in tasks for row in task.rows], dtype=np.float64)
+    y = np.array([float(label.holds_gold_line) for task in tasks for label in task.labels])
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0)
+    scale[scale == 0] = 1.0
+    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+    penalty = np.diag(np.r_[np.full(len(FEATURES), LOGISTIC_L2), 0.0])
+    w = np.zeros(z.shape[1])
+    for _ in range(LOGISTIC_STEPS):
+        p = 1.0 / (1.0 + np.exp(-(z @ w)))
+        gradient = z.T @ (p - y) + penalty @ w
+        hessian = (z * (p * (1 - p))[:, None]).T @ z + penalty
+        w = w - np.linalg.solve(hessian, gradient)
+    weights = [float(v) for v in w[:-1] / scale]
+    bias = float(w[-1] - (w[:-1] / scale) @ mean)
+    model = {"kind": "linear", "bias": bias, "weights": weights}
+
+    def scorer(rows: Sequence[tuple[float, ...]]) -> list[float]:
+        return [bias + sum(a * b for a, b in zip(weights, row, strict=True)) for row in rows]
+
+    return scorer, model
+
+
+def fit_lambdarank(tasks: Sequence[TaskRows]) -> tuple[Scorer, Any]:
+    """Gradient-boosted trees fitted to each task's ranking by graded relevance."""
+    import lightgbm
+    import numpy as np
+
+    x = np.array([row for task in tasks for row in task.rows], dtype=np.float64)
+    y = np.array([relevance(label) for task in tasks for label in task.labels])
+    data = lightgbm.Dataset(
+        x, y, group=[len(task.rows) for task in tasks], feature_name=list(FEATURES)
+    )
+    booster = lightgbm.train(LAMBDARANK, data, num_boost_round=LAMBDARANK_ROUNDS)
+
+    def scorer(rows: Sequence[tuple[float, ...]]) -> list[float]:
+        return [float(v) for v in booster.predict(np.array(rows, dtype=np.float64),
+                                                   raw_score=True)]
+
+    return scorer, booster
+
+
+FITTERS: dict[str, Fitter] = {"logistic": fit_logistic, "lambdarank": fit_lambdarank}
+
+
+@dataclass(frozen=True)
+class CrossValidation:
+    learner: str
+    pooled: dict[str, float]  # over every held-out task
+    per_repo: dict[str, dict[str, float]]  # each repository when held out
+    tasks: int
+
+    @property
+    def choice_score(self) -> float:
+        return sum(self.pooled[m] for m in CHOICE) / len(CHOICE)
+
+
+def ranked_metrics(
+    task: TaskRows, gold: Mapping[str, Any], order: Sequence[int]
+) -> dict[str, float]:
+    """The CV metrics of one task's pool read in ``order`` (indices into its candidates)."""
+    ranked = [task.candidates[i] for i in order[:TOP_K]]
+    gold_files = set(gold["files"])
+    gold_symbols = {(s["path"], s["qualname"]) for s in gold["symbols"]}
+    gold_lines = {(path, n) for path, numbers in gold["lines"].items() for n in numbers}
+    files = list(dict.fromkeys(c.span.path for c in ranked))
+    symbols = list(dict.fromkeys((c.span.path, c.qualname) for c in ranked))
+    values = {f"file_acc@{k}": float(gold_files <= set(files[:k])) for k in (1, 5, 10)}
+    values.update(
+        {f"function_acc@{k}": float(gold_symbols <= set(symbols[:k])) for k in (5, 10)}
+    )
+    first = next((rank for rank, c in enumerate(ranked, 1)
+                  if (c.span.path, c.qualname) in gold_symbols), None)
+    values["mrr"] = 1.0 / first if first else 0.0
+    for k in (1, 3, 5, 10):
+        seen = {(c.span.path, n) for c in ranked[:k]
+                for n in range(c.span.start_line, c.span.end_line + 1)}
+        values[f"line_recall@{k}"] = len(gold_lines & seen) / len(gold_lines)
+    return values
+
+
+def order_by(task: TaskRows, scores: Sequence[float]) -> list[int]:
+    """Candidate indices best first; ties in the fuse stage's fixed order."""
+    return sorted(range(len(scores)), key=lambda i: (
+        -scores[i], task.candidates[i].span.path, task.candidates[i].span.start_line
+    ))
+
+
+def mean_metrics(values: Sequence[Mapping[str, float]]) -> dict[str, float]:
+    return {m: sum(v[m] for v in values) / len(values) for m in CV_METRICS} if values else {}
+
+
+def cross_validate(
+    learner: str, tasks: Sequence[TaskRows], golds: Mapping[str, Mapping[str, Any]]
+) -> CrossValidation:
+    """Leave one repository out at a time; ``weighted`` reads the pools as the
+    weighted fusion ordered them."""
+    by_repo: dict[str, list[TaskRows]] = defaultdict(list)
+    for task in tasks:
+        by_repo[task.repo].append(task)
+    per_repo: dict[str, dict[str, float]] = {}
+    pooled: list[dict[str, float]] = []
+    for repo in sorted(by_repo):
+        held = by_repo[repo]
+        if learner == "weighted":
+            orders = [list(range(len(task.rows))) for task in held]
+        else:
+            scorer, _ = FITTERS[learner]([t for t in tasks if t.repo != repo])
+            orders = [order_by(task, scorer(task.rows)) for task in held]
+        found = [ranked_metrics(task, golds[task.instance_id], order)
+                 for task, order in zip(held, orders, strict=True)]
+        per_repo[repo] = mean_metrics(found)
+        pooled += found
+    return CrossValidation(learner, mean_metrics(pooled), per_repo, len(pooled))
+
+
+def rounded(value: float) -> float:
+    """A float cut to 12 significant digits, so the model file's text does not
+    carry the last bits of a platform's floating point."""
+    return float(f"{value:.12g}") if math.isfinite(value) else value
+
+
+def model_document(learner: str, fitted: Any, tasks: int) -> dict[str, Any]:
+    """The model file's content: the format header, the features it reads, the fit."""
+    if learner == "logistic":
+        body = {"format": FORMAT, "version": VERSION, "kind": LINEAR,
+                "features": list(FEATURES), "bias": rounded(fitted["bias"]),
+                "weights": [rounded(w) for w in fitted["weights"]]}
+    else:
+        body = model_json(fitted.dump_model())
+    return {**body, "learner": learner, "tasks": tasks}

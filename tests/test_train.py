@@ -1,0 +1,105 @@
+"""The learned ranking's training side: feature rows, ``ctx04 train`` on real pools."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from bench_fixture import build_fleet, cli_env, ctx04, records
+
+from ctx04_core.ranking.features import FEATURES, feature_rows
+from ctx04_core.types import Candidate, Span
+
+
+def test_feature_rows_describe_the_pool() -> None:
+    pool = [
+        Candidate(Span("pkg/a.py", 1, 40), "class", "pkg.a.A", ("ripgrep",), ("load",), (3,)),
+        Candidate(Span("pkg/a.py", 10, 17), "method", "pkg.a.A.load", ("ripgrep", "members"),
+                  ("load", "cache"), (12, 14)),
+        Candidate(Span("tests/test_a.py", 5, 9), "function", "tests.test_a.test_load",
+                  ("bm25",)),
+    ]
+    rows = feature_rows(
+        "A.load ignores the cache\n\nSee pkg/a.py", pool,
+        {"bm25": [4.0, 8.0, 2.0], "definition": [1.0, 1.0, 0.0], "custom": [9.0, 9.0, 9.0]},
+        [10.0, 20.0, 5.0],
+    )
+    named = [dict(zip(FEATURES, row, strict=True)) for row in rows]
+    assert [r["bm25.value"] for r in named] == [4.0, 8.0, 2.0]
+    assert [r["bm25.share"] for r in named] == [0.5, 1.0, 0.25]
+    assert [r["bm25.log_rank"] for r in named] == [pytest.approx(1.5849625007211563), 1.0, 2.0]
+    # Tied values share the best rank of their tie: 1, 1, then 3.
+    assert [r["definition.log_rank"] for r in named] == [1.0, 1.0, 2.0]
+    assert [r["history.value"] for r in named] == [0.0, 0.0, 0.0]  # a known signal not given
+    assert [r["kind.class"] for r in named] == [1.0, 0.0, 0.0]
+    assert [r["kind.method"] for r in named] == [0.0, 1.0, 0.0]
+    assert [r["terms"] for r in named] == [1.0, 2.0, 0.0]
+    assert [r["terms.share"] for r in named] == [0.5, 1.0, 0.0]
+    assert [r["source.members"] for r in named] == [0.0, 1.0, 0.0]
+    assert [r["sources"] for r in named] == [1.0, 2.0, 1.0]
+    assert [r["test_file"] for r in named] == [0.0, 0.0, 1.0]
+    assert [r["inner_candidates"] for r in named] == [1.0, 0.0, 0.0]
+    assert [r["has_outer_candidate"] for r in named] == [0.0, 1.0, 0.0]
+    assert [r["file.share"] for r in named] == [1.0, 1.0, 0.25]
+    assert [r["file.log_rank"] for r in named] == [1.0, 1.0, pytest.approx(1.584962500)]
+    assert [r["file.log_rank_within"] for r in named] == [pytest.approx(1.584962500), 1.0, 1.0]
+    assert {r["task.names_path"] for r in named} == {1.0}
+    assert {r["task.traceback"] for r in named} == {0.0}
+    assert {r["task.mentions_test"] for r in named} == {0.0}
+    assert all("custom" not in name for name in FEATURES)
+
+
+@pytest.fixture(scope="module")
+def pools(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, str]]:
+    tmp = tmp_path_factory.mktemp("train")
+    bench = build_fleet(tmp)
+    env = cli_env(tmp)
+    done = ctx04(env, "eval", "--dataset", bench.dataset, "--repos", bench.repos,
+                 "--cache-dir", tmp / "trees", "--set", "top_k=300", "--out", tmp / "pools.jsonl")
+    assert done.returncode == 0, done.stderr
+    return tmp, bench.dataset, env
+
+
+def test_train_writes_the_same_model_twice(pools: tuple[Path, Path, dict[str, str]]) -> None:
+    tmp, dataset, env = pools
+    runs = [
+        ctx04(env, "train", tmp / "pools.jsonl", "--dataset", dataset,
+              "--out", tmp / f"model{n}.json", "--report", tmp / f"cv{n}.md")
+        for n in (1, 2)
+    ]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    first = (tmp / "model1.json").read_bytes()
+    assert first == (tmp / "model2.json").read_bytes()
+    model = json.loads(first)
+    assert (model["format"], model["version"], model["tasks"]) == ("ctx04-ranking-model", 1, 5)
+    assert model["features"] == list(FEATURES)
+    assert model["learner"] in ("logistic", "lambdarank")
+    report = (tmp / "cv1.md").read_text()
+    rows = [line.split(" | ")[:2] for line in report.splitlines() if line.startswith("| acme/")]
+    assert rows == [
+        [f"| {repo}", learner] for repo in ("acme/calc", "acme/shop")
+        for learner in ("weighted", "logistic", "lambdarank")
+    ]
+    # The weighted fusion's row reads the records' own order: its file Acc@1
+    # is the eval run's.
+    weighted = next(line for line in report.splitlines() if line.startswith("| weighted"))
+    file_acc_1 = sum(r["metrics"]["file_acc@1"] for r in records(tmp / "pools.jsonl")) / 5
+    assert weighted.split(" | ")[2] == f"{file_acc_1:.3f}"
+
+
+def test_train_refuses_what_it_cannot_use(pools: tuple[Path, Path, dict[str, str]]) -> None:
+    tmp, dataset, env = pools
+    lines = (tmp / "pools.jsonl").read_text().splitlines()
+    calc_only = tmp / "calc-only.jsonl"
+    calc_only.write_text("\n".join(lines[:2]) + "\n")
+    done = ctx04(env, "train", calc_only, "--dataset", dataset, "--out", tmp / "m.json")
+    assert done.returncode == 2
+    assert "training needs tasks from at least two repositories" in done.stderr
+    stranger = tmp / "stranger.jsonl"
+    stranger.write_text(json.dumps({**json.loads(lines[0]), "instance_id": "x__y-1"}) + "\n")
+    done = ctx04(env, "train", stranger, "--dataset", dataset, "--out", tmp / "m.json")
+    assert done.returncode == 2
+    assert f"{stranger}:1: 'x__y-1' is in no --dataset" in done.stderr
+    assert not (tmp / "m.json").exists()
