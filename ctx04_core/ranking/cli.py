@@ -12,11 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ctx04_core.console import fail, stderr
-
-# The pool a record keeps: ``ctx04 eval --set top_k=POOL_TOP_K`` records the
-# fused ranking cut there, wide enough that what the weighted fusion ranks
-# low can still be learned to rank high.
-POOL_TOP_K = 300
+from ctx04_core.ranking.features import POOL
 
 
 def register(app: typer.Typer) -> None:
@@ -26,7 +22,7 @@ def register(app: typer.Typer) -> None:
 def train_command(
     pools: Annotated[
         list[Path],
-        typer.Argument(help=f"Records of `ctx04 eval --set top_k={POOL_TOP_K} --out FILE` "
+        typer.Argument(help=f"Records of `ctx04 eval --set top_k={POOL} --out FILE` "
                             "on training tasks."),
     ],
     dataset: Annotated[

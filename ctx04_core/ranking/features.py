@@ -36,6 +36,10 @@ KNOWN_SOURCES = (
     "apidesc", "bm25", "callgraph", "history", "members", "ripgrep", "tests", "traceback",
 )
 KINDS = ("function", "method", "class", "module", "lines")
+# The pool a model reads: the weighted fusion's first POOL candidates. The
+# training records keep that many (``ctx04 eval --set top_k=POOL``), and the
+# fuse stage reorders that many, so features read the same set in both.
+POOL = 300
 
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\)|^\s+File \"", re.MULTILINE)
 _PATH_LIKE = re.compile(r"[\w\-.]+/[\w\-./]*\.\w{1,5}\b")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ctx04_core.ranking.features import KNOWN_SIGNALS, feature_rows
+from ctx04_core.ranking.features import KNOWN_SIGNALS, POOL, feature_rows
 from ctx04_core.ranking.model import SHIPPED_MODEL, ModelError, RankingModel, model_at
 from ctx04_core.settings import LEARNED, Settings
 from ctx04_core.types import Candidate, Diagnostic, RankedCandidate, Signal
@@ -102,29 +102,37 @@ def _learned(
     weights: dict[str, float],
     top_k: int,
 ) -> list[RankedCandidate]:
-    rows = feature_rows(task_text, candidates, {s.name: s.values for s in chosen}, scores)
+    # The model reorders the weighted fusion's first POOL candidates, the
+    # pool it was fitted on: each feature (a rank, a share of the best) is
+    # then read over the same set as in training, and a pool of thousands
+    # costs no more than one of POOL.
+    pool = _by_score(scores, candidates)[:POOL]
+    members = [candidates[i] for i in pool]
+    rows = feature_rows(
+        task_text, members, {s.name: [s.values[i] for i in pool] for s in chosen},
+        [scores[i] for i in pool],
+    )
     unknown = [s for s in chosen if s.name not in KNOWN_SIGNALS]
     added = [
         tuple((s.name, weights.get(s.name, s.weight) * s.values[i]) for s in unknown)
-        for i in range(len(candidates))
+        for i in pool
     ]
-    model_scores = []
-    for row, parts in zip(rows, added, strict=True):
-        total = model.score(row)
-        for _, value in parts:
-            total += value
-        model_scores.append(total)
+    model_scores = [
+        model.score(row) + sum(value for _, value in parts)
+        for row, parts in zip(rows, added, strict=True)
+    ]
     ranked = []
-    for rank, i in enumerate(_by_score(model_scores, candidates)[:top_k], start=1):
-        largest = sorted(model.contributions(rows[i]) + added[i], key=lambda p: -abs(p[1]))
+    for rank, j in enumerate(_by_score(model_scores, members)[:top_k], start=1):
+        i = pool[j]
+        largest = sorted(model.contributions(rows[j]) + added[j], key=lambda p: -abs(p[1]))
         ranked.append(RankedCandidate(
             candidates[i], rank, scores[i], tuple((s.name, s.values[i]) for s in chosen),
-            model_scores[i], tuple(largest[:CONTRIBUTIONS_KEPT]),
+            model_scores[j], tuple(largest[:CONTRIBUTIONS_KEPT]),
         ))
     return ranked
 
 
-def _by_score(scores: list[float], candidates: Sequence[Candidate]) -> list[int]:
+def _by_score(scores: Sequence[float], candidates: Sequence[Candidate]) -> list[int]:
     return sorted(
         range(len(candidates)),
         key=lambda i: (-scores[i], candidates[i].span.path, candidates[i].span.start_line),
