@@ -283,3 +283,28 @@ def test_the_json_shows_what_the_model_ranked_by(tmp_path: Path) -> None:
         ("bm25.value", learned[7]["signals"]["bm25"]), ("pin", 1.0),
     ]
     assert not {"model_score", "contributions"} & {key for c in weighted for key in c}
+
+
+def test_rank_fusion_meets_the_weighted_order() -> None:
+    from ctx04_core.ranking.model import RankFusion
+
+    # Pool in weighted order a, b, c; the model's order is c, a, b.
+    scores = RankFusion(k=1.0, model_weight=2.0).scores([2, 0, 1])
+    assert scores == [2 / 2 + 1 / 1, 2 / 3 + 1 / 2, 2 / 1 + 1 / 3]
+
+
+def test_a_model_file_names_its_rank_fusion(tmp_path: Path) -> None:
+    from ctx04_core.ranking.model import ModelError, RankFusion, load_model
+
+    path = tmp_path / "m.json"
+    document = {"format": "ctx04-ranking-model", "version": 1, "kind": "linear",
+                "features": ["bm25.value"], "bias": 0.0, "weights": [1.0],
+                "rank_fusion": {"k": 5, "model_weight": 2}}
+    path.write_text(json.dumps(document))
+    assert load_model(path).rank_fusion == RankFusion(5.0, 2.0)
+    path.write_text(json.dumps({**document, "rank_fusion": {"k": 0, "model_weight": 2}}))
+    with pytest.raises(ModelError) as err:
+        load_model(path)
+    assert str(err.value) == (
+        f"ranking model {path}: rank_fusion: k must be above 0 and model_weight not below 0"
+    )

@@ -78,10 +78,12 @@ def test_train_writes_the_same_model_twice(pools: tuple[Path, Path, dict[str, st
     assert model["learner"] in ("logistic", "lambdarank")
     report = (tmp / "cv1.md").read_text()
     rows = [line.split(" | ")[:2] for line in report.splitlines() if line.startswith("| acme/")]
-    assert rows == [
-        [f"| {repo}", learner] for repo in ("acme/calc", "acme/shop")
-        for learner in ("weighted", "logistic", "lambdarank")
+    fused = [f"rank fusion (k {k}, model weight {w})" for k, w in ((5, 1), (5, 2), (20, 2), (5, 4))]
+    names = ["weighted"] + [
+        name for learner in ("logistic", "lambdarank")
+        for name in (learner, *(f"{learner} + {fusion}" for fusion in fused))
     ]
+    assert rows == [[f"| {repo}", name] for repo in ("acme/calc", "acme/shop") for name in names]
     # The weighted fusion's row reads the records' own order: its file Acc@1
     # is the eval run's.
     weighted = next(line for line in report.splitlines() if line.startswith("| weighted"))

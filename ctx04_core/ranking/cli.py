@@ -77,17 +77,17 @@ def train_command(
     with stderr.status("cross-validating") as status:
         for learner in ["weighted", *learners]:
             status.update(f"cross-validating {learner}")
-            results.append(cross_validate(learner, tasks, golds))
-    chosen = max((r for r in results if r.learner != "weighted"),
-                 key=lambda r: (r.choice_score, r.learner))
+            results += cross_validate(learner, tasks, golds)
+    # The first of equals: the simpler learner, then its order unfused.
+    chosen = max((r for r in results if r.learner != "weighted"), key=lambda r: r.choice_score)
     with stderr.status(f"fitting {chosen.learner} on {len(tasks)} tasks"):
         _, fitted = FITTERS[chosen.learner](tasks)
-    document = model_document(chosen.learner, fitted, len(tasks))
+    document = model_document(chosen.learner, fitted, chosen.rank_fusion, len(tasks))
     out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    _show(results, chosen.learner)
+    _show(results, chosen.name)
     if report is not None:
-        report.write_text(markdown_report(results, chosen.learner), encoding="utf-8")
-    Console().print(f"model: {escape(str(out))} ({chosen.learner}, {len(tasks)} tasks)")
+        report.write_text(markdown_report(results, chosen.name), encoding="utf-8")
+    Console().print(f"model: {escape(str(out))} ({chosen.name}, {len(tasks)} tasks)")
 
 
 def _texts(datasets: list[Path]) -> dict[str, str]:
@@ -131,7 +131,7 @@ def _table(results: list[Any], chosen: str) -> tuple[list[str], list[list[str]]]
 
     header = ["fusion", "tasks", *CV_METRICS]
     rows = [
-        [r.learner + (" (chosen)" if r.learner == chosen else ""), str(r.tasks),
+        [r.name + (" (chosen)" if r.name == chosen else ""), str(r.tasks),
          *(f"{r.pooled[m]:.3f}" for m in CV_METRICS)]
         for r in results
     ]
@@ -162,5 +162,5 @@ def markdown_report(results: list[Any], chosen: str) -> str:
         for r in results:
             values = r.per_repo[repo]
             lines.append("| " + " | ".join(
-                [repo, r.learner, *(f"{values[m]:.3f}" for m in CV_METRICS)]) + " |")
+                [repo, r.name, *(f"{values[m]:.3f}" for m in CV_METRICS)]) + " |")
     return "\n".join(lines) + "\n"

@@ -20,7 +20,7 @@ from typing import Any
 
 from ctx04_core.ranking.features import FEATURES
 from ctx04_core.ranking.lightgbm_export import model_json
-from ctx04_core.ranking.model import FORMAT, LINEAR, VERSION
+from ctx04_core.ranking.model import FORMAT, LINEAR, VERSION, RankFusion
 from ctx04_core.ranking.table import Labels, TaskRows
 
 Scorer = Callable[[Sequence[tuple[float, ...]]], list[float]]
@@ -35,6 +35,10 @@ CV_METRICS = (
 )
 # The model chosen is the one with the best mean of these over the pooled held-out tasks.
 CHOICE = ("file_acc@5", "function_acc@10", "line_recall@5")
+
+# The fusions of a learner's order with the weighted one that cross-validation
+# tries beside the learner's order alone.
+RANK_FUSIONS = (RankFusion(5, 1), RankFusion(5, 2), RankFusion(20, 2), RankFusion(5, 4))
 
 LOGISTIC_L2 = 10.0
 LOGISTIC_STEPS = 30
@@ -106,9 +110,17 @@ FITTERS: dict[str, Fitter] = {"logistic": fit_logistic, "lambdarank": fit_lambda
 @dataclass(frozen=True)
 class CrossValidation:
     learner: str
+    rank_fusion: RankFusion | None  # how the learner's order met the weighted one
     pooled: dict[str, float]  # over every held-out task
     per_repo: dict[str, dict[str, float]]  # each repository when held out
     tasks: int
+
+    @property
+    def name(self) -> str:
+        fusion = self.rank_fusion
+        return self.learner if fusion is None else (
+            f"{self.learner} + rank fusion (k {fusion.k:g}, model weight {fusion.model_weight:g})"
+        )
 
     @property
     def choice_score(self) -> float:
@@ -152,26 +164,40 @@ def mean_metrics(values: Sequence[Mapping[str, float]]) -> dict[str, float]:
 
 def cross_validate(
     learner: str, tasks: Sequence[TaskRows], golds: Mapping[str, Mapping[str, Any]]
-) -> CrossValidation:
-    """Leave one repository out at a time; ``weighted`` reads the pools as the
-    weighted fusion ordered them."""
+) -> list[CrossValidation]:
+    """Leave one repository out at a time: the learner's own order and each of
+    :data:`RANK_FUSIONS` of it with the weighted order, measured on the
+    held-out pools; ``weighted`` reads the pools as the weighted fusion
+    ordered them."""
     by_repo: dict[str, list[TaskRows]] = defaultdict(list)
     for task in tasks:
         by_repo[task.repo].append(task)
-    per_repo: dict[str, dict[str, float]] = {}
-    pooled: list[dict[str, float]] = []
+    weighted = learner == "weighted"
+    fusions: tuple[RankFusion | None, ...] = (None,) if weighted else (None, *RANK_FUSIONS)
+    found: dict[RankFusion | None, dict[str, list[dict[str, float]]]] = {
+        fusion: {} for fusion in fusions
+    }
     for repo in sorted(by_repo):
         held = by_repo[repo]
-        if learner == "weighted":
-            orders = [list(range(len(task.rows))) for task in held]
+        if weighted:
+            model_orders = [list(range(len(task.rows))) for task in held]
         else:
             scorer, _ = FITTERS[learner]([t for t in tasks if t.repo != repo])
-            orders = [order_by(task, scorer(task.rows)) for task in held]
-        found = [ranked_metrics(task, golds[task.instance_id], order)
-                 for task, order in zip(held, orders, strict=True)]
-        per_repo[repo] = mean_metrics(found)
-        pooled += found
-    return CrossValidation(learner, mean_metrics(pooled), per_repo, len(pooled))
+            model_orders = [order_by(task, scorer(task.rows)) for task in held]
+        for fusion in fusions:
+            found[fusion][repo] = [
+                ranked_metrics(task, golds[task.instance_id], order if fusion is None
+                               else order_by(task, fusion.scores(order)))
+                for task, order in zip(held, model_orders, strict=True)
+            ]
+    return [
+        CrossValidation(
+            learner, fusion, mean_metrics([m for values in per.values() for m in values]),
+            {repo: mean_metrics(values) for repo, values in per.items()},
+            sum(len(values) for values in per.values()),
+        )
+        for fusion, per in found.items()
+    ]
 
 
 def rounded(value: float) -> float:
@@ -180,7 +206,9 @@ def rounded(value: float) -> float:
     return float(f"{value:.12g}") if math.isfinite(value) else value
 
 
-def model_document(learner: str, fitted: Any, tasks: int) -> dict[str, Any]:
+def model_document(
+    learner: str, fitted: Any, fusion: RankFusion | None, tasks: int
+) -> dict[str, Any]:
     """The model file's content: the format header, the features it reads, the fit."""
     if learner == "logistic":
         body = {"format": FORMAT, "version": VERSION, "kind": LINEAR,
@@ -188,4 +216,6 @@ def model_document(learner: str, fitted: Any, tasks: int) -> dict[str, Any]:
                 "weights": [rounded(w) for w in fitted["weights"]]}
     else:
         body = model_json(fitted.dump_model())
+    if fusion is not None:
+        body["rank_fusion"] = {"k": fusion.k, "model_weight": fusion.model_weight}
     return {**body, "learner": learner, "tasks": tasks}

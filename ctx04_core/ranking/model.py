@@ -104,6 +104,30 @@ class Tree:
 
 
 @dataclass(frozen=True)
+class RankFusion:
+    """Reciprocal-rank fusion of the model's order with the weighted fusion's.
+
+    A candidate at 0-based place ``m`` in the model's order and ``w`` in the
+    weighted one scores ``model_weight / (k + m) + 1 / (k + w)``. The model
+    is the better judge of which function holds the change, the weighted
+    fusion of which files do (leave-one-repository-out: the model alone
+    lost file Acc@5); ``ctx04 train`` chooses whether and how to fuse.
+    """
+
+    k: float
+    model_weight: float
+
+    def scores(self, model_order: Sequence[int]) -> list[float]:
+        """The fused score of each candidate of a pool in weighted order, given
+        the model's order of the pool (indices, best first)."""
+        place = {index: m for m, index in enumerate(model_order)}
+        return [
+            self.model_weight / (self.k + place[w]) + 1.0 / (self.k + w)
+            for w in range(len(model_order))
+        ]
+
+
+@dataclass(frozen=True)
 class RankingModel:
     """A loaded ranking model: scores a row of ``features.FEATURES`` values."""
 
@@ -113,6 +137,7 @@ class RankingModel:
     bias: float  # a linear model's bias, a tree ensemble's base_score
     weights: tuple[float, ...] = ()  # linear: one per feature
     trees: tuple[Tree, ...] = ()
+    rank_fusion: RankFusion | None = None  # how its order meets the weighted one, if at all
 
     def score(self, row: Sequence[float]) -> float:
         values = [row[c] for c in self.columns]
@@ -190,12 +215,14 @@ def model_from_json(data: object) -> RankingModel:
         raise ModelError(f"version {data.get('version')!r}; this ctx04 reads version {VERSION}")
     features = _names(data)
     columns = tuple(FEATURES.index(name) for name in features)
+    fusion = _rank_fusion(data)
     kind = data.get("kind")
     if kind == LINEAR:
         weights = _numbers(data, "weights", "")
         if len(weights) != len(features):
             raise ModelError(f"{len(weights)} weights for {len(features)} features")
-        return RankingModel(LINEAR, features, columns, _number(data, "bias", ""), weights)
+        return RankingModel(LINEAR, features, columns, _number(data, "bias", ""), weights,
+                            rank_fusion=fusion)
     if kind == TREES:
         trees = data.get("trees")
         if not isinstance(trees, list):
@@ -203,8 +230,22 @@ def model_from_json(data: object) -> RankingModel:
         return RankingModel(
             TREES, features, columns, _number(data, "base_score", ""),
             trees=tuple(_tree(tree, f"tree {i}: ", len(features)) for i, tree in enumerate(trees)),
+            rank_fusion=fusion,
         )
     raise ModelError(f"kind {kind!r}, not {LINEAR!r} or {TREES!r}")
+
+
+def _rank_fusion(data: dict[str, Any]) -> RankFusion | None:
+    found = data.get("rank_fusion")
+    if found is None:
+        return None
+    if not isinstance(found, dict):
+        raise ModelError("rank_fusion is not an object")
+    k = _number(found, "k", "rank_fusion: ")
+    weight = _number(found, "model_weight", "rank_fusion: ")
+    if k <= 0 or weight < 0:
+        raise ModelError("rank_fusion: k must be above 0 and model_weight not below 0")
+    return RankFusion(k, weight)
 
 
 def _names(data: dict[str, Any]) -> tuple[str, ...]:

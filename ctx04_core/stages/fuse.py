@@ -68,7 +68,9 @@ def fuse(
     plugin's, not in ``KNOWN_SIGNALS``) still counts: its ``w·v`` is added
     to the model score, whatever its mode, since the model score is no
     match to scale. Each candidate keeps the model score and its
-    ``CONTRIBUTIONS_KEPT`` largest parts, those signals' among them.
+    ``CONTRIBUTIONS_KEPT`` largest parts, those signals' among them. A
+    model with a ``rank_fusion`` orders by it instead: its own order fused
+    with the weighted one (:class:`ctx04_core.ranking.model.RankFusion`).
     """
     chosen = _checked(signals, len(candidates))
     weights = settings.signal_weight_overrides()
@@ -121,8 +123,11 @@ def _learned(
         model.score(row) + sum(value for _, value in parts)
         for row, parts in zip(rows, added, strict=True)
     ]
+    order = _by_score(model_scores, members)
+    if model.rank_fusion is not None:
+        order = _by_score(model.rank_fusion.scores(order), members)
     ranked = []
-    for rank, j in enumerate(_by_score(model_scores, members)[:top_k], start=1):
+    for rank, j in enumerate(order[:top_k], start=1):
         i = pool[j]
         largest = sorted(model.contributions(rows[j]) + added[j], key=lambda p: -abs(p[1]))
         ranked.append(RankedCandidate(
