@@ -55,7 +55,7 @@ def train_command(
     from ctx04_core.ranking.fit import FITTERS, cross_validate, model_document
     from ctx04_core.ranking.table import TaskRows, task_rows
 
-    texts = _texts(dataset)
+    texts, splits = _texts(dataset)
     tasks: list[TaskRows] = []
     golds: dict[str, Any] = {}
     for path in pools:
@@ -84,20 +84,27 @@ def train_command(
         _, fitted = FITTERS[chosen.learner](tasks)
     document = model_document(chosen.learner, fitted, chosen.rank_fusion, len(tasks))
     out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    by_split = {
+        name: [t.instance_id for t in tasks if splits[t.instance_id] == name]
+        for name in dict.fromkeys(splits[t.instance_id] for t in tasks)
+    }
     _show(results, chosen.name)
     if report is not None:
-        report.write_text(markdown_report(results, chosen.name), encoding="utf-8")
+        report.write_text(markdown_report(results, chosen.name, by_split), encoding="utf-8")
     Console().print(f"model: {escape(str(out))} ({chosen.name}, {len(tasks)} tasks)")
 
 
-def _texts(datasets: list[Path]) -> dict[str, str]:
+def _texts(datasets: list[Path]) -> tuple[dict[str, str], dict[str, str]]:
+    """Each task's text, and the dataset (file name) it is from."""
     texts: dict[str, str] = {}
+    splits: dict[str, str] = {}
     for path in datasets:
         for number, task in _records(path):
             if "instance_id" not in task or "problem_statement" not in task:
                 fail(f"{path}:{number}: a task needs instance_id and problem_statement")
             texts[task["instance_id"]] = task["problem_statement"]
-    return texts
+            splits[task["instance_id"]] = path.name
+    return texts, splits
 
 
 def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -126,15 +133,19 @@ def _has_lightgbm() -> bool:
     return importlib.util.find_spec("lightgbm") is not None
 
 
-def _table(results: list[Any], chosen: str) -> tuple[list[str], list[list[str]]]:
-    from ctx04_core.ranking.fit import CV_METRICS
+def _table(
+    results: list[Any], chosen: str, tasks: list[str] | None = None
+) -> tuple[list[str], list[list[str]]]:
+    """The pooled metrics of each result, over ``tasks`` (by id) or all."""
+    from ctx04_core.ranking.fit import CV_METRICS, mean_metrics
 
     header = ["fusion", "tasks", *CV_METRICS]
-    rows = [
-        [r.name + (" (chosen)" if r.name == chosen else ""), str(r.tasks),
-         *(f"{r.pooled[m]:.3f}" for m in CV_METRICS)]
-        for r in results
-    ]
+    rows = []
+    for r in results:
+        ids = list(r.per_task) if tasks is None else tasks
+        pooled = mean_metrics([r.per_task[task] for task in ids])
+        rows.append([r.name + (" (chosen)" if r.name == chosen else ""), str(len(ids)),
+                     *(f"{pooled[m]:.3f}" for m in CV_METRICS)])
     return header, rows
 
 
@@ -148,14 +159,19 @@ def _show(results: list[Any], chosen: str) -> None:
     Console(width=max(120, 12 * len(header))).print(table)
 
 
-def markdown_report(results: list[Any], chosen: str) -> str:
-    """The pooled table, then each held-out repository's, in Markdown."""
+def markdown_report(results: list[Any], chosen: str, by_split: dict[str, list[str]]) -> str:
+    """The pooled table, each dataset's, then each held-out repository's, in Markdown."""
     from ctx04_core.ranking.fit import CV_METRICS
 
-    header, rows = _table(results, chosen)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    lines += ["", "Per held-out repository:", ""]
+    lines: list[str] = []
+    for title, tasks in [("Every held-out task:", None), *(
+        (f"The tasks of {name}:", ids) for name, ids in by_split.items()
+    )]:
+        header, rows = _table(results, chosen, tasks)
+        lines += [title, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        lines.append("")
+    lines += ["Per held-out repository:", ""]
     per_header = ["repository", "fusion", *CV_METRICS]
     lines += ["| " + " | ".join(per_header) + " |", "|" + "---|" * len(per_header)]
     for repo in sorted(results[0].per_repo):

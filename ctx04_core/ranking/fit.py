@@ -113,7 +113,7 @@ class CrossValidation:
     rank_fusion: RankFusion | None  # how the learner's order met the weighted one
     pooled: dict[str, float]  # over every held-out task
     per_repo: dict[str, dict[str, float]]  # each repository when held out
-    tasks: int
+    per_task: dict[str, dict[str, float]]  # by instance id
 
     @property
     def name(self) -> str:
@@ -174,7 +174,7 @@ def cross_validate(
         by_repo[task.repo].append(task)
     weighted = learner == "weighted"
     fusions: tuple[RankFusion | None, ...] = (None,) if weighted else (None, *RANK_FUSIONS)
-    found: dict[RankFusion | None, dict[str, list[dict[str, float]]]] = {
+    found: dict[RankFusion | None, dict[str, dict[str, dict[str, float]]]] = {
         fusion: {} for fusion in fusions
     }
     for repo in sorted(by_repo):
@@ -185,16 +185,19 @@ def cross_validate(
             scorer, _ = FITTERS[learner]([t for t in tasks if t.repo != repo])
             model_orders = [order_by(task, scorer(task.rows)) for task in held]
         for fusion in fusions:
-            found[fusion][repo] = [
-                ranked_metrics(task, golds[task.instance_id], order if fusion is None
-                               else order_by(task, fusion.scores(order)))
+            found[fusion][repo] = {
+                task.instance_id: ranked_metrics(
+                    task, golds[task.instance_id],
+                    order if fusion is None else order_by(task, fusion.scores(order)),
+                )
                 for task, order in zip(held, model_orders, strict=True)
-            ]
+            }
     return [
         CrossValidation(
-            learner, fusion, mean_metrics([m for values in per.values() for m in values]),
-            {repo: mean_metrics(values) for repo, values in per.items()},
-            sum(len(values) for values in per.values()),
+            learner, fusion,
+            mean_metrics([m for values in per.values() for m in values.values()]),
+            {repo: mean_metrics(list(values.values())) for repo, values in per.items()},
+            {task: m for values in per.values() for task, m in values.items()},
         )
         for fusion, per in found.items()
     ]
