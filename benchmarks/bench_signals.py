@@ -9,6 +9,7 @@ sets, measured in the same process one after the other:
 - before: the stages of the session that started issue 11 (``members``,
   ``history``, ``tests`` and ``meaning`` disabled, no ``neighbour`` signal);
 - default: what ``requirements.txt`` installs (``meaning`` disabled);
+- learned: the same with ``fusion = "learned"`` (the shipped ranking model);
 - + meaning: the default install and the optional ``meaning`` plugin, whose
   vectors are read from the index (made when it is built with the plugin
   enabled, or by the untimed warm-up for an index built without it).
@@ -40,6 +41,7 @@ PLUGIN_SETS: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
         ("pin", "members", "history", "meaning", "tests", "dependence"), {"neighbour_boost": 0.0}
     ),
     "default": (("pin", "meaning", "dependence"), {}),
+    "learned": (("pin", "meaning", "dependence"), {"fusion": "learned"}),
     "+ meaning": (("pin", "dependence"), {}),
 }
 

@@ -406,7 +406,8 @@ SHORT_NAMES = {
     "function_acc_read@10": "fnr@10", "recall@1": "r@1",
     "recall@3": "r@3", "recall@5": "r@5", "mrr": "MRR", "required_file_recall": "file rec",
     "required_symbol_recall": "sym rec", "line_recall": "lines", "line_recall@1": "lines@1",
-    "line_recall@3": "lines@3", "line_recall@5": "lines@5", "irrelevant_context_ratio": "irrel",
+    "line_recall@3": "lines@3", "line_recall@5": "lines@5", "line_recall@10": "lines@10",
+    "irrelevant_context_ratio": "irrel",
     "tokens": "tokens",
 }
 

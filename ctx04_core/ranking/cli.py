@@ -137,9 +137,10 @@ def _table(
     results: list[Any], chosen: str, tasks: list[str] | None = None
 ) -> tuple[list[str], list[list[str]]]:
     """The pooled metrics of each result, over ``tasks`` (by id) or all."""
+    from ctx04_core.bench.cli import SHORT_NAMES
     from ctx04_core.ranking.fit import CV_METRICS, mean_metrics
 
-    header = ["fusion", "tasks", *CV_METRICS]
+    header = ["ranking", "tasks", *(SHORT_NAMES[m] for m in CV_METRICS)]
     rows = []
     for r in results:
         ids = list(r.per_task) if tasks is None else tasks
@@ -153,14 +154,16 @@ def _show(results: list[Any], chosen: str) -> None:
     header, rows = _table(results, chosen)
     table = Table(title="leave-one-repository-out, every held-out task pooled")
     for name in header:
-        table.add_column(name, justify="left" if name == "fusion" else "right")
+        table.add_column(name, justify="left" if name == "ranking" else "right", no_wrap=True)
     for row in rows:
         table.add_row(*row)
-    Console(width=max(120, 12 * len(header))).print(table)
+    # Rich would wrap a table wider than the console (80 columns in a log).
+    Console(width=200).print(table)
 
 
 def markdown_report(results: list[Any], chosen: str, by_split: dict[str, list[str]]) -> str:
     """The pooled table, each dataset's, then each held-out repository's, in Markdown."""
+    from ctx04_core.bench.cli import SHORT_NAMES
     from ctx04_core.ranking.fit import CV_METRICS
 
     lines: list[str] = []
@@ -172,7 +175,7 @@ def markdown_report(results: list[Any], chosen: str, by_split: dict[str, list[st
         lines += ["| " + " | ".join(row) + " |" for row in rows]
         lines.append("")
     lines += ["Per held-out repository:", ""]
-    per_header = ["repository", "fusion", *CV_METRICS]
+    per_header = ["repository", "ranking", *(SHORT_NAMES[m] for m in CV_METRICS)]
     lines += ["| " + " | ".join(per_header) + " |", "|" + "---|" * len(per_header)]
     for repo in sorted(results[0].per_repo):
         for r in results:

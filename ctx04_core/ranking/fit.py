@@ -119,7 +119,7 @@ class CrossValidation:
     def name(self) -> str:
         fusion = self.rank_fusion
         return self.learner if fusion is None else (
-            f"{self.learner} + rank fusion (k {fusion.k:g}, model weight {fusion.model_weight:g})"
+            f"{self.learner} + rank fusion k={fusion.k:g} w={fusion.model_weight:g}"
         )
 
     @property
