@@ -48,8 +48,8 @@ def train_command(
     is installed) is fitted with one repository left out at a time and
     measured on that repository's pools, beside the weighted fusion's order
     of the same pools. The learner with the best mean of file Acc@5,
-    function Acc@10 and line recall@5 over every held-out task is fitted on
-    all tasks and written to --out; the same pools give the same file, byte
+    function Acc@10, line recall@5 and MRR over every held-out task is
+    fitted on all tasks and written to --out; the same pools give the same file, byte
     for byte. Use it with `--set fusion=learned --set ranking_model=FILE`.
     """
     from ctx04_core.ranking.fit import FITTERS, cross_validate, model_document
