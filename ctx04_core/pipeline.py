@@ -289,8 +289,12 @@ def run_stages(
         return proposed
 
     collect(hook.recall(query=query, repo=repo, settings=settings))
-    ranked = _ranked(hook, query, merge(recalled, repo), repo, settings, model)
-    if collect(hook.expand(query=query, ranked=tuple(ranked), repo=repo, settings=settings)):
+    # The weighted fusion's ranking chooses what to expand, with or without a
+    # model: the training pools were expanded that way, and the model then
+    # ranks once, over the final pool.
+    ranked = _ranked(hook, query, merge(recalled, repo), repo, settings, None)
+    expanded = collect(hook.expand(query=query, ranked=tuple(ranked), repo=repo, settings=settings))
+    if expanded or model is not None:
         ranked = _ranked(hook, query, merge(recalled, repo), repo, settings, model)
     excerpts: list[Excerpt] | None = hook.prune(
         query=query, ranked=tuple(ranked), repo=repo, settings=settings
