@@ -47,9 +47,47 @@ app = typer.Typer(
         "Start with:  ctx04 retrieve \"describe the bug or feature\" --repo PATH"
     ),
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback(invoke_without_command=True)
+def versions(
+    ctx: typer.Context,
+    version: Annotated[
+        bool, typer.Option("--version", help="Print ctx04's installed version and exit.")
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="With --version: each installed ctx04 plugin's version too."
+        ),
+    ] = False,
+) -> None:
+    if version:
+        print_versions(verbose)
+        raise typer.Exit()
+    if ctx.invoked_subcommand is None:
+        fail("give a command (ctx04 --help lists them)")
+
+
+def print_versions(verbose: bool) -> None:
+    """The version the installed metadata records (what pip installed, not a
+    constant in the code), and with ``verbose`` each plugin distribution's."""
+    from importlib.metadata import version
+
+    from ctx04_core.plugins import CORE_DISTRIBUTION, installed_entry_points
+
+    sys.stdout.write(f"ctx04 {version(CORE_DISTRIBUTION)}\n")
+    if not verbose:
+        return
+    plugin_distributions = {
+        (ep.dist.name, ep.dist.version)
+        for ep in installed_entry_points().values()
+        if ep.dist is not None and ep.dist.name != CORE_DISTRIBUTION
+    }
+    for name, plugin_version in sorted(plugin_distributions):
+        sys.stdout.write(f"{name} {plugin_version}\n")
 
 
 class Format(StrEnum):
@@ -175,6 +213,7 @@ def retrieve(
     Example: ctx04 retrieve "QuerySet.only() after select_related() crashes" --repo ~/src/django
     """
     from ctx04_core.pipeline import retrieve as run
+    from ctx04_core.plugins import plugin_manager, require_recall
     from ctx04_core.settings import Settings
 
     overrides = {} if budget is None else {"budget_tokens": budget}
@@ -193,12 +232,15 @@ def retrieve(
     task_text = "\n".join(p for p in parts if p.strip())
     if not task_text.strip() and latest_error:
         task_text = latest_error
+    with bad_input_exits_2():
+        pm = plugin_manager(disable=disable or ())
+        require_recall(pm)
     # Opened before the work, so a trace that cannot be written costs no retrieval.
     trace_file = open_trace_file(trace) if trace is not None else None
     with bad_input_exits_2(), indexing_progress() as progress:
         result = run(
             task_text, repo, latest_error=latest_error, test=test, settings=settings,
-            disable=disable or (), index_dir=index_dir, progress=progress,
+            index_dir=index_dir, progress=progress, plugins=pm,
         )
     if trace_file is not None:
         from ctx04_core.trace import trace_line
@@ -480,7 +522,12 @@ def plugins(disable: DisableOption = None) -> None:
     Plugins are found through the `ctx04` entry-point group; disable one with
     --disable NAME on any command or CTX04_DISABLE=a,b.
     """
-    from ctx04_core.plugins import PluginError, describe_plugins, plugin_manager
+    from ctx04_core.plugins import (
+        PluginError,
+        describe_plugins,
+        missing_default_distributions,
+        plugin_manager,
+    )
 
     try:
         pm = plugin_manager(disable=disable or ())
@@ -494,7 +541,16 @@ def plugins(disable: DisableOption = None) -> None:
             info.name, ", ".join(info.hooks), info.distribution, info.version,
             "[green]yes[/]" if info.enabled else "[red]no[/]",
         )
-    Console().print(table)
+    missing = missing_default_distributions()
+    for distribution in missing:
+        table.add_row("", "", distribution, "", "[red]missing[/]")
+    console = Console()
+    console.print(table)
+    if missing:
+        console.print(
+            f"{len(missing)} of ctx04's default plugins missing: "
+            "pip install ctx04 installs them", highlight=False,
+        )
 
 
 @app.command()
@@ -538,6 +594,7 @@ def mcp(
     Example: claude mcp add ctx04 -- ctx04 mcp --repo /path/to/repo
     """
     from ctx04_core.mcp_server import Session, serve
+    from ctx04_core.plugins import plugin_manager, require_recall
     from ctx04_core.repository import resolve_root
 
     address = None
@@ -547,6 +604,8 @@ def mcp(
             fail(f"--http takes HOST:PORT, e.g. 127.0.0.1:8765, not {http!r}")
         address = (host, int(port))
     with bad_input_exits_2():
+        # Refused at start: an agent would take every empty answer for "no relevant code".
+        require_recall(plugin_manager())
         roots = [resolve_root(path) for path in repo or ()]
     if index_dir is not None and len(roots) != 1:
         fail("--index-dir holds one repository's index: give exactly one --repo with it")

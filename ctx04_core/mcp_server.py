@@ -42,7 +42,7 @@ from pydantic import Field, ValidationError
 
 from ctx04_core.index import IndexUnavailable, RefreshStats
 from ctx04_core.pipeline import TaskError
-from ctx04_core.plugins import PluginError, describe_plugins
+from ctx04_core.plugins import PluginError, describe_plugins, require_recall
 from ctx04_core.repository import RepoError, resolve_root
 from ctx04_core.ripgrep import RipgrepMissing
 from ctx04_core.settings import Settings
@@ -244,6 +244,7 @@ def build_server(session: Session) -> MCPServer[Any]:
             )
             warm = session.warm.repository(root)
             pm = session.warm.plugin_manager(disable or ())
+            require_recall(pm)
 
             def work() -> CallToolResult:
                 result = warm.retrieve(
