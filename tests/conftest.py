@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -46,6 +47,19 @@ def make_git_repo(root: Path, files: dict[str, str | bytes]) -> Path:
 # CI's second pytest run (.ci/run) takes this profile: each property test ten
 # thousand times, where the quick default draws a hundred examples.
 hypothesis_settings.register_profile("thorough", max_examples=10_000)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def no_user_config(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """An empty config folder for every test and the commands it runs: the
+    developer's own ctx04 config file must not change what the tests see."""
+    before = os.environ.get("XDG_CONFIG_HOME")
+    os.environ["XDG_CONFIG_HOME"] = str(tmp_path_factory.mktemp("xdg-config"))
+    yield
+    if before is None:
+        del os.environ["XDG_CONFIG_HOME"]
+    else:
+        os.environ["XDG_CONFIG_HOME"] = before
 
 
 
