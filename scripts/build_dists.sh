@@ -11,6 +11,10 @@ cd "$(dirname "$0")/.."
 outdir=$(realpath -m "${1:-dist}")
 
 for project in . plugins/*/; do
-    python3 -m build --no-isolation --quiet --outdir "$outdir" "$project" >/dev/null
+    # build reports each step even when quiet: shown only when it fails.
+    if ! log=$(python3 -m build --no-isolation --outdir "$outdir" "$project" 2>&1); then
+        printf '%s\n' "$log" >&2
+        exit 1
+    fi
 done
 ls "$outdir"
