@@ -559,17 +559,8 @@ def plugins(disable: DisableOption = None) -> None:
 
 
 @app.command()
-def config(
-    repo: Annotated[
-        Path | None,
-        typer.Option(
-            "--repo", "-r",
-            help="Also read this repository's ctx04.toml or [tool.ctx04]; "
-            "without it, the user file alone.",
-        ),
-    ] = None,
-) -> None:
-    """Print the effective settings, and where each came from.
+def config(repo: RepoOption = Path(".")) -> None:
+    """Print the effective settings for a repository, and where each came from.
 
     Layers, highest first: the command line (--set NAME=VALUE, --budget,
     --disable, --profile), the environment (the CTX04_* variables), the
@@ -588,7 +579,7 @@ def config(
     from ctx04_core.settings import Settings
 
     with bad_input_exits_2():
-        effective = configured(resolve_root(repo) if repo is not None else None)
+        effective = configured(resolve_root(repo))
 
     values = {f.name: getattr(effective.settings, f.name) for f in fields(Settings)}
     values[DISABLE] = sorted(set(effective.disable) | disabled_from_env())

@@ -21,7 +21,13 @@ from typing import Any
 import platformdirs
 
 from ctx04_core.plugins import DISABLE_ENV, installed_entry_points
-from ctx04_core.settings import COMPACT_PROFILE, ENV_METADATA, Settings, SettingsError
+from ctx04_core.settings import (
+    COMPACT_PROFILE,
+    ENV_METADATA,
+    SETTING_NAMES,
+    Settings,
+    SettingsError,
+)
 
 REPOSITORY_FILE = "ctx04.toml"
 PYPROJECT = "pyproject.toml"
@@ -61,12 +67,12 @@ def user_config_file() -> Path:
 
 
 def configured(
-    repo: Path | None,
+    repo: Path,
     command_line: Mapping[str, Any] | None = None,
     command_line_disable: Iterable[str] = (),
 ) -> Configured:
-    """The layers for a repository (``None``: the user file alone) under the
-    command line's settings and ``--disable`` names."""
+    """The layers for a repository under the command line's settings and
+    ``--disable`` names."""
     base = Settings()  # the defaults, with the CTX04_* variables applied
     chosen: dict[str, Any] = {}
     sources = {f.name: DEFAULT for f in fields(Settings)} | {DISABLE: DEFAULT}
@@ -93,24 +99,23 @@ def configured(
     return Configured(settings, disable, sources)
 
 
-def _file_layers(repo: Path | None) -> list[tuple[str, Mapping[str, Any]]]:
+def _file_layers(repo: Path) -> list[tuple[str, Mapping[str, Any]]]:
     """(where, table) of the user file, then the repository's, lowest first."""
     layers: list[tuple[str, Mapping[str, Any]]] = []
     user = user_config_file()
     if user.is_file():
         layers.append((f"user file {user}", _read_toml(user)))
-    if repo is not None:
-        own = repo / REPOSITORY_FILE
-        pyproject = repo / PYPROJECT
-        if own.is_file():
-            layers.append((f"repository file {own}", _read_toml(own)))
-        elif pyproject.is_file():
-            table = _read_toml(pyproject).get("tool", {}).get("ctx04")
-            where = f"repository file {pyproject} [tool.ctx04]"
-            if table is not None and not isinstance(table, dict):
-                raise ConfigError(f"{where}: is a table of settings, not {table!r}")
-            if table is not None:
-                layers.append((where, table))
+    own = repo / REPOSITORY_FILE
+    pyproject = repo / PYPROJECT
+    if own.is_file():
+        layers.append((f"repository file {own}", _read_toml(own)))
+    elif pyproject.is_file():
+        table = _read_toml(pyproject).get("tool", {}).get("ctx04")
+        where = f"repository file {pyproject} [tool.ctx04]"
+        if table is not None and not isinstance(table, dict):
+            raise ConfigError(f"{where}: is a table of settings, not {table!r}")
+        if table is not None:
+            layers.append((where, table))
     return layers
 
 
@@ -137,7 +142,7 @@ def _checked(base: Settings, where: str, name: str, value: Any) -> Any:
                 "(ctx04 plugins lists them)"
             )
         return tuple(value)
-    if not hasattr(base, name):
+    if name not in SETTING_NAMES:
         raise ConfigError(f"{where}: unknown setting {name!r} (ctx04 config lists them)")
     if isinstance(value, dict):
         raise ConfigError(f"{where}: {name} is a value, not a table")

@@ -297,7 +297,7 @@ class Settings:
         overrides: dict[str, Any] = {}
         for assignment in assignments:
             name, sep, raw = assignment.partition("=")
-            if not sep or not hasattr(self, name.strip()):
+            if not sep or name.strip() not in SETTING_NAMES:
                 raise SettingsError(
                     f"--set takes NAME=VALUE with a known setting, not {assignment!r}"
                 )
@@ -353,6 +353,7 @@ class Settings:
         return replace(self, **overrides)
 
 
+SETTING_NAMES = frozenset(f.name for f in fields(Settings))
 # Settings.compact's budgets, also what ``--profile compact`` sets on the command line.
 COMPACT_PROFILE: dict[str, Any] = {
     "max_search_terms": 4, "max_paths": 8, "max_quoted_lines": 10,

@@ -17,16 +17,10 @@ CTX04 = str(Path(sys.executable).parent / "ctx04")
 TASK = "Cart.total() rounds the discounted subtotal wrongly"
 
 
-def ctx04(
-    *args: str, config_home: Path, **env: str
-) -> subprocess.CompletedProcess[str]:
-    environment = {
-        name: value for name, value in os.environ.items()
-        if not name.startswith("CTX04_")
-    }
+def ctx04(*args: str, config_home: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [CTX04, *args], capture_output=True, text=True, check=False,
-        env={**environment, "XDG_CONFIG_HOME": str(config_home), **env},
+        env={**os.environ, "XDG_CONFIG_HOME": str(config_home), **env},
     )
 
 
