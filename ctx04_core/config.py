@@ -21,6 +21,7 @@ from typing import Any
 import platformdirs
 
 from ctx04_core.plugins import DISABLE_ENV, installed_entry_points
+from ctx04_core.regular_file import open_regular_file
 from ctx04_core.settings import (
     COMPACT_PROFILE,
     ENV_METADATA,
@@ -34,6 +35,8 @@ PYPROJECT = "pyproject.toml"
 DISABLE = "disable"
 DEFAULT = "default"
 COMMAND_LINE = "command line"
+# A config file is a few lines, a pyproject.toml a few KiB.
+MAX_CONFIG_BYTES = 1024 * 1024
 
 
 class ConfigError(SettingsError):
@@ -120,10 +123,18 @@ def _file_layers(repo: Path) -> list[tuple[str, Mapping[str, Any]]]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    # Opened as a task file is: a FIFO or a device (a repository's file may
+    # be a link to one) is refused, never waited on, and no more is read than
+    # a config file could need.
     try:
-        return tomllib.loads(path.read_bytes().decode("utf-8"))
+        with open(open_regular_file(path, os.O_RDONLY), "rb") as file:
+            data = file.read(MAX_CONFIG_BYTES + 1)
     except OSError as err:
         raise ConfigError(f"cannot read {path}: {err.strerror or err}") from None
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: over {MAX_CONFIG_BYTES} bytes, too large to be a config")
+    try:
+        return tomllib.loads(data.decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as err:

@@ -179,3 +179,14 @@ def test_mcp_server_reads_the_repository_file(shop: Path, tmp_path: Path) -> Non
     assert not result.is_error
     settings = result.structured_content["diagnostics"]["settings"]  # type: ignore[index]
     assert (settings["budget_tokens"], settings["top_k"]) == (2000, 5)
+
+
+def test_a_fifo_or_device_config_is_never_waited_on(shop: Path, config_home: Path) -> None:
+    os.mkfifo(shop / "ctx04.toml")
+    (config_home / "ctx04" / "config.toml").symlink_to("/dev/zero")
+    done = subprocess.run(
+        [CTX04, "config", "--repo", str(shop)], capture_output=True, text=True, check=False,
+        env={**os.environ, "XDG_CONFIG_HOME": str(config_home)}, timeout=60,
+    )
+    assert (done.returncode, done.stderr) == (0, "")
+    assert "budget_tokens = 4000  # default\n" in done.stdout
