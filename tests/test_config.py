@@ -190,3 +190,18 @@ def test_a_fifo_or_device_config_is_never_waited_on(shop: Path, config_home: Pat
     )
     assert (done.returncode, done.stderr) == (0, "")
     assert "budget_tokens = 4000  # default\n" in done.stdout
+
+
+def test_mcp_server_refuses_a_bad_repository_file_at_start(
+    shop: Path, config_home: Path
+) -> None:
+    (shop / "ctx04.toml").write_text("top_k = \"many\"\n")
+    done = subprocess.run(
+        [CTX04, "mcp", "--repo", str(shop)], capture_output=True, text=True, check=False,
+        stdin=subprocess.DEVNULL, env={**os.environ, "XDG_CONFIG_HOME": str(config_home)},
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"ctx04: error: repository file {shop / 'ctx04.toml'}: top_k is an integer, not 'many'\n"
+    )

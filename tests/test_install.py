@@ -89,8 +89,10 @@ def core_alone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     third-party dependencies linked in from this test's own environment:
     no plugin distribution, no network."""
     work = tmp_path_factory.mktemp("core-alone")
+    # Through the sdist, as scripts/build_dists.sh builds: no build/ folder is
+    # left in the repository for a later build to take stale files from.
     subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--wheel", "--quiet",
+        [sys.executable, "-m", "build", "--no-isolation", "--quiet",
          "--outdir", str(work / "wheels"), str(ROOT)],
         check=True, capture_output=True,
     )
