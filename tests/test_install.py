@@ -21,6 +21,8 @@ from ctx04_core.plugins import NO_RECALL_INSTALLED
 ROOT = Path(__file__).resolve().parent.parent
 CTX04 = str(Path(sys.executable).parent / "ctx04")
 PLUGIN_PROJECTS = sorted(ROOT.glob("plugins/*/pyproject.toml"))
+# The one version every distribution has (the first test checks they agree).
+VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
 def project(path: Path) -> dict[str, Any]:
@@ -67,8 +69,8 @@ def test_the_core_requires_the_default_set_the_requirements_file_installs() -> N
 
 def test_version_is_the_installed_metadata() -> None:
     done = subprocess.run([CTX04, "--version"], capture_output=True, text=True, check=False)
-    assert (done.returncode, done.stdout, done.stderr) == (0, "ctx04 0.1.0\n", "")
-    assert version("ctx04") == "0.1.0"
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"ctx04 {VERSION}\n", "")
+    assert version("ctx04") == VERSION
 
 
 def test_verbose_version_lists_each_plugin_distribution() -> None:
@@ -77,9 +79,9 @@ def test_verbose_version_lists_each_plugin_distribution() -> None:
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "ctx04 0.1.0"
-    assert "ctx04-recall-ripgrep 0.1.0" in lines
-    assert "ctx04-parse-treesitter 0.1.0" in lines
+    assert lines[0] == f"ctx04 {VERSION}"
+    assert f"ctx04-recall-ripgrep {VERSION}" in lines
+    assert f"ctx04-parse-treesitter {VERSION}" in lines
     assert lines[1:] == sorted(lines[1:])
 
 
@@ -155,7 +157,7 @@ def test_core_alone_plugins_marks_the_missing_default_set(core_alone: Path) -> N
 
 def test_core_alone_version_is_its_wheel_metadata(core_alone: Path) -> None:
     done = run_alone(core_alone, "--version", "-v")
-    assert (done.returncode, done.stdout) == (0, "ctx04 0.1.0\n")
+    assert (done.returncode, done.stdout) == (0, f"ctx04 {VERSION}\n")
 
 
 def test_every_recall_plugin_disabled_is_one_line_too(tmp_path: Path) -> None:
