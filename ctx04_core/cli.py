@@ -26,6 +26,7 @@ from ctx04_core.bench.cli import (
     ExecutorOption,
     JobsOption,
     RayAddressOption,
+    SetOption,
     executor_of,
     progress,
     running,
@@ -47,9 +48,47 @@ app = typer.Typer(
         "Start with:  ctx04 retrieve \"describe the bug or feature\" --repo PATH"
     ),
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback(invoke_without_command=True)
+def versions(
+    ctx: typer.Context,
+    version: Annotated[
+        bool, typer.Option("--version", help="Print ctx04's installed version and exit.")
+    ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="With --version: each installed ctx04 plugin's version too."
+        ),
+    ] = False,
+) -> None:
+    if version:
+        print_versions(verbose)
+        raise typer.Exit()
+    if ctx.invoked_subcommand is None:
+        fail("give a command (ctx04 --help lists them)")
+
+
+def print_versions(verbose: bool) -> None:
+    """The version the installed metadata records (what pip installed, not a
+    constant in the code), and with ``verbose`` each plugin distribution's."""
+    from importlib.metadata import version
+
+    from ctx04_core.plugins import CORE_DISTRIBUTION, installed_entry_points
+
+    sys.stdout.write(f"ctx04 {version(CORE_DISTRIBUTION)}\n")
+    if not verbose:
+        return
+    plugin_distributions = {
+        (ep.dist.name, ep.dist.version)
+        for ep in installed_entry_points().values()
+        if ep.dist is not None and ep.dist.name != CORE_DISTRIBUTION
+    }
+    for name, plugin_version in sorted(plugin_distributions):
+        sys.stdout.write(f"{name} {plugin_version}\n")
 
 
 class Format(StrEnum):
@@ -164,6 +203,7 @@ def retrieve(
             "to a JSON Lines file; `ctx04 vet` reads it.",
         ),
     ] = None,
+    assignments: SetOption = None,
 ) -> None:
     """Retrieve the context slice for a task.
 
@@ -172,18 +212,21 @@ def retrieve(
     re-ranks, prunes them to the lines that matter and assembles a slice
     within the token budget.
 
+    Settings come from the command line, the environment, the repository's
+    ctx04.toml (or [tool.ctx04] in its pyproject.toml) and the user's config
+    file, in that order; `ctx04 config` shows them.
+
     Example: ctx04 retrieve "QuerySet.only() after select_related() crashes" --repo ~/src/django
     """
+    from ctx04_core.config import command_line, configured
     from ctx04_core.pipeline import retrieve as run
-    from ctx04_core.settings import Settings
+    from ctx04_core.plugins import plugin_manager, require_recall
+    from ctx04_core.repository import resolve_root
 
-    overrides = {} if budget is None else {"budget_tokens": budget}
     with bad_input_exits_2():
-        settings = (
-            Settings.compact(**overrides)
-            if profile is Profile.compact
-            else Settings().with_overrides(**overrides)
-        )
+        given = command_line(budget, profile is Profile.compact, assignments)
+        layered = configured(resolve_root(repo), given, disable or ())
+        settings = layered.settings
     parts = [task or ""]
     if task_file is not None:
         parts.append(read_text_file(task_file, "task file", settings.max_task_chars))
@@ -193,12 +236,15 @@ def retrieve(
     task_text = "\n".join(p for p in parts if p.strip())
     if not task_text.strip() and latest_error:
         task_text = latest_error
+    with bad_input_exits_2():
+        pm = plugin_manager(disable=layered.disable)
+        require_recall(pm)
     # Opened before the work, so a trace that cannot be written costs no retrieval.
     trace_file = open_trace_file(trace) if trace is not None else None
     with bad_input_exits_2(), indexing_progress() as progress:
         result = run(
             task_text, repo, latest_error=latest_error, test=test, settings=settings,
-            disable=disable or (), index_dir=index_dir, progress=progress,
+            index_dir=index_dir, progress=progress, plugins=pm,
         )
     if trace_file is not None:
         from ctx04_core.trace import trace_line
@@ -332,21 +378,22 @@ def index(
         return
     if where.kind is ExecutorKind.ray or where.jobs > 1:
         fail("--jobs and --executor are for --repos")
+    from ctx04_core.config import configured
     from ctx04_core.index import CodeIndex
     from ctx04_core.pipeline import open_repo
     from ctx04_core.plugins import plugin_manager
     from ctx04_core.repository import resolve_root
-    from ctx04_core.settings import Settings
 
     with bad_input_exits_2(), indexing_progress() as progress:
         root = resolve_root(repo)
-        pm = plugin_manager(disable=disable or ())
-        opened, stats = open_repo(root, pm, Settings(), index_dir, progress)
+        layered = configured(root, command_line_disable=disable or ())
+        pm = plugin_manager(disable=layered.disable)
+        opened, stats = open_repo(root, pm, layered.settings, index_dir, progress)
         problem = opened.index.check() if check else None
         opened.index.close()
         if problem is not None:
             note = CodeIndex.discard(root, index_dir, ValueError(problem))
-            opened, stats = open_repo(root, pm, Settings(), index_dir, progress)
+            opened, stats = open_repo(root, pm, layered.settings, index_dir, progress)
             opened.index.close()
             stats = replace(stats, recovered=note)
     console = Console()
@@ -480,7 +527,12 @@ def plugins(disable: DisableOption = None) -> None:
     Plugins are found through the `ctx04` entry-point group; disable one with
     --disable NAME on any command or CTX04_DISABLE=a,b.
     """
-    from ctx04_core.plugins import PluginError, describe_plugins, plugin_manager
+    from ctx04_core.plugins import (
+        PluginError,
+        describe_plugins,
+        missing_default_distributions,
+        plugin_manager,
+    )
 
     try:
         pm = plugin_manager(disable=disable or ())
@@ -494,7 +546,46 @@ def plugins(disable: DisableOption = None) -> None:
             info.name, ", ".join(info.hooks), info.distribution, info.version,
             "[green]yes[/]" if info.enabled else "[red]no[/]",
         )
-    Console().print(table)
+    missing = missing_default_distributions()
+    for distribution in missing:
+        table.add_row("", "", distribution, "", "[red]missing[/]")
+    console = Console()
+    console.print(table)
+    if missing:
+        console.print(
+            f"{len(missing)} of ctx04's default plugins missing: "
+            "pip install ctx04 installs them", highlight=False,
+        )
+
+
+@app.command()
+def config(repo: RepoOption = Path(".")) -> None:
+    """Print the effective settings for a repository, and where each came from.
+
+    Layers, highest first: the command line (--set NAME=VALUE, --budget,
+    --disable, --profile), the environment (the CTX04_* variables), the
+    repository file (ctx04.toml at its root, else [tool.ctx04] in its
+    pyproject.toml), the user file (config.toml in the platform's config
+    folder), the defaults. Each line is a config file's syntax: NAME = VALUE,
+    then its source.
+
+    Example: ctx04 config --repo ~/src/django
+    """
+    from dataclasses import fields
+
+    from ctx04_core.config import DISABLE, as_toml, configured, user_config_file
+    from ctx04_core.plugins import disabled_from_env
+    from ctx04_core.repository import resolve_root
+    from ctx04_core.settings import Settings
+
+    with bad_input_exits_2():
+        effective = configured(resolve_root(repo))
+
+    values = {f.name: getattr(effective.settings, f.name) for f in fields(Settings)}
+    values[DISABLE] = sorted(set(effective.disable) | disabled_from_env())
+    sys.stdout.write(f"# user file: {user_config_file()}\n")
+    for name, value in values.items():
+        sys.stdout.write(f"{name} = {as_toml(value)}  # {effective.sources[name]}\n")
 
 
 @app.command()
@@ -537,7 +628,9 @@ def mcp(
 
     Example: claude mcp add ctx04 -- ctx04 mcp --repo /path/to/repo
     """
+    from ctx04_core.config import configured
     from ctx04_core.mcp_server import Session, serve
+    from ctx04_core.plugins import plugin_manager, require_recall
     from ctx04_core.repository import resolve_root
 
     address = None
@@ -547,7 +640,11 @@ def mcp(
             fail(f"--http takes HOST:PORT, e.g. 127.0.0.1:8765, not {http!r}")
         address = (host, int(port))
     with bad_input_exits_2():
+        # Refused at start: an agent would take every empty answer for "no relevant code".
+        require_recall(plugin_manager())
         roots = [resolve_root(path) for path in repo or ()]
+        for root in roots:
+            configured(root)  # a bad config file is refused now, not at the first call
     if index_dir is not None and len(roots) != 1:
         fail("--index-dir holds one repository's index: give exactly one --repo with it")
     if trace is not None:

@@ -40,12 +40,12 @@ from mcp_types import (
 )
 from pydantic import Field, ValidationError
 
+from ctx04_core.config import command_line, configured
 from ctx04_core.index import IndexUnavailable, RefreshStats
 from ctx04_core.pipeline import TaskError
-from ctx04_core.plugins import PluginError, describe_plugins
+from ctx04_core.plugins import PluginError, describe_plugins, require_recall
 from ctx04_core.repository import RepoError, resolve_root
 from ctx04_core.ripgrep import RipgrepMissing
-from ctx04_core.settings import Settings
 from ctx04_core.types import Evidence
 from ctx04_core.warm import WarmState
 
@@ -236,14 +236,15 @@ def build_server(session: Session) -> MCPServer[Any]:
         try:
             root = await session.root_for(repo, ctx)
             task_text = task if task.strip() or not error else error
-            overrides = {} if budget_tokens is None else {"budget_tokens": budget_tokens}
-            settings = (
-                Settings.compact(**overrides)
-                if profile == "compact"
-                else Settings().with_overrides(**overrides)
+            # The repository's file is read on every call, so an edit to it
+            # applies from the next call on, as an edit to the code does.
+            layered = configured(
+                root, command_line(budget_tokens, profile == "compact"), disable or ()
             )
+            settings = layered.settings
             warm = session.warm.repository(root)
-            pm = session.warm.plugin_manager(disable or ())
+            pm = session.warm.plugin_manager(layered.disable)
+            require_recall(pm)
 
             def work() -> CallToolResult:
                 result = warm.retrieve(
@@ -320,10 +321,11 @@ def build_server(session: Session) -> MCPServer[Any]:
         try:
             root = await session.root_for(repo, ctx)
             warm = session.warm.repository(root)
-            pm = session.warm.plugin_manager()
+            layered = configured(root)
+            pm = session.warm.plugin_manager(layered.disable)
 
             def work() -> RefreshStats:
-                return warm.opened(pm, Settings(), force=True)[1]
+                return warm.opened(pm, layered.settings, force=True)[1]
 
             stats = await _on_repository_thread(session, root, work)
         except ToolError:

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from importlib.metadata import EntryPoint, entry_points
+from importlib.metadata import (
+    EntryPoint,
+    PackageNotFoundError,
+    distribution,
+    entry_points,
+    requires,
+)
 
 import pluggy
 
@@ -14,6 +21,14 @@ from ctx04_core import hookspecs
 
 ENTRY_POINT_GROUP = "ctx04"
 DISABLE_ENV = "CTX04_DISABLE"
+CORE_DISTRIBUTION = "ctx04"
+# Bundled plugin distributions are named ctx04-*; the core's own requirements
+# on them (pyproject.toml) are the default set, read back from its metadata.
+BUNDLED_PREFIX = "ctx04-"
+NO_RECALL_INSTALLED = (
+    "no recall plugin is installed, so nothing can be found: "
+    "pip install ctx04 (its default plugins) or a ctx04-recall-* plugin"
+)
 
 
 class PluginError(ValueError):
@@ -96,6 +111,38 @@ def enabled_plugins(pm: pluggy.PluginManager) -> tuple[str, ...]:
         name for plugin, _ in pm.list_plugin_distinfo()
         if pm.is_registered(plugin) and (name := pm.get_name(plugin)) is not None
     ))
+
+
+def require_recall(pm: pluggy.PluginManager) -> None:
+    """Refuse to run without a ``recall`` implementation: the pipeline would
+    answer every task with an empty slice, which reads like "no relevant code"."""
+    if pm.hook.recall.get_hookimpls():
+        return
+    disabled = [
+        name for name in sorted(installed_entry_points())
+        if pm.is_blocked(name) and "recall" in _declared_hooks(name)
+    ]
+    if disabled:
+        raise PluginError(
+            f"every recall plugin is disabled ({', '.join(disabled)}), "
+            "so nothing can be found: enable one"
+        )
+    raise PluginError(NO_RECALL_INSTALLED)
+
+
+def missing_default_distributions() -> list[str]:
+    """The core's default plugin distributions that are not installed (a
+    ``pip install --no-deps ctx04``, or one uninstalled since), sorted."""
+    missing = []
+    for requirement in requires(CORE_DISTRIBUTION) or ():
+        name = re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0]
+        if not name.startswith(BUNDLED_PREFIX) or ";" in requirement:
+            continue
+        try:
+            distribution(name)
+        except PackageNotFoundError:
+            missing.append(name)
+    return sorted(missing)
 
 
 def _check_known(names: set[str], installed: dict[str, EntryPoint]) -> None:

@@ -33,12 +33,19 @@ MEANING_ENCODER_ENV = "CTX04_MEANING_ENCODER"
 MEANING_MODEL_ENV = "CTX04_MEANING_MODEL"
 
 
+ENV_METADATA = "env"
+
+
 class SettingsError(ValueError):
     """A setting's value that cannot be used (one from the environment, too)."""
 
 
 def _from_env(name: str, default: str = "") -> Any:
-    return field(default_factory=lambda: os.environ.get(name, default))
+    # The metadata names the variable for the config layers (ctx04_core/config.py):
+    # when it is set, it outranks the config files.
+    return field(
+        default_factory=lambda: os.environ.get(name, default), metadata={ENV_METADATA: name}
+    )
 
 
 @dataclass(frozen=True)
@@ -279,22 +286,43 @@ class Settings:
     def compact(cls, **overrides: Any) -> Settings:
         """The source-references document's budgets exactly: 4 search terms,
         8 paths, 10 lines, 2 KiB of quoted text, an 8 KiB block."""
-        profile = cls(
-            max_search_terms=4, max_paths=8, max_quoted_lines=10, max_quoted_bytes=2 * 1024,
-            max_block_bytes=8 * 1024, max_reference_bytes=2 * 1024,
-        )
-        return profile.with_overrides(**overrides)
+        return cls(**COMPACT_PROFILE).with_overrides(**overrides)
 
     def with_assignments(self, assignments: list[str]) -> Settings:
         """Apply ``NAME=VALUE`` strings (the CLI's ``--set``), each parsed like its default."""
+        return self.with_overrides(**self.assigned(assignments))
+
+    def assigned(self, assignments: list[str]) -> dict[str, Any]:
+        """``NAME=VALUE`` strings as the overrides they name, each value parsed."""
         overrides: dict[str, Any] = {}
         for assignment in assignments:
             name, sep, raw = assignment.partition("=")
-            default = getattr(self, name.strip(), _MISSING)
-            if not sep or default is _MISSING:
-                raise ValueError(f"--set takes NAME=VALUE with a known setting, not {assignment!r}")
-            overrides[name.strip()] = _parse(raw.strip(), default)
-        return self.with_overrides(**overrides)
+            if not sep or name.strip() not in SETTING_NAMES:
+                raise SettingsError(
+                    f"--set takes NAME=VALUE with a known setting, not {assignment!r}"
+                )
+            overrides[name.strip()] = self.parsed(name.strip(), raw.strip())
+        return overrides
+
+    def parsed(self, name: str, raw: str) -> object:
+        """``raw`` as setting ``name``'s type (that of its value here); limits
+        whose value is None take ints. A SettingsError names the setting."""
+        current = getattr(self, name)
+        if isinstance(current, str):  # a URL or a name: taken as written
+            return raw
+        if raw.lower() == "none":
+            return None
+        if isinstance(current, bool):
+            if raw.lower() not in _BOOLEANS:
+                raise SettingsError(f"{name} is true or false, not {raw!r}")
+            return _BOOLEANS[raw.lower()]
+        if isinstance(current, tuple):
+            return tuple(item.strip() for item in raw.split(",") if item.strip())
+        try:
+            return float(raw) if isinstance(current, float) else int(raw)
+        except ValueError:
+            kind = "a number" if isinstance(current, float) else "an integer"
+            raise SettingsError(f"{name} is {kind}, not {raw!r}") from None
 
     def signal_weight_overrides(self) -> dict[str, float]:
         """``signal_weights`` as a mapping; a malformed entry is a ValueError."""
@@ -325,19 +353,10 @@ class Settings:
         return replace(self, **overrides)
 
 
-_MISSING = object()
-
-
-def _parse(raw: str, default: object) -> object:
-    """``raw`` as the type of ``default``; limits whose default is None take ints."""
-    if isinstance(default, str):  # a URL or a name: taken as written
-        return raw
-    if raw.lower() == "none":
-        return None
-    if isinstance(default, bool):
-        return raw.lower() in ("1", "true", "yes")
-    if isinstance(default, tuple):
-        return tuple(item.strip() for item in raw.split(",") if item.strip())
-    if isinstance(default, float):
-        return float(raw)
-    return int(raw)
+SETTING_NAMES = frozenset(f.name for f in fields(Settings))
+# Settings.compact's budgets, also what ``--profile compact`` sets on the command line.
+COMPACT_PROFILE: dict[str, Any] = {
+    "max_search_terms": 4, "max_paths": 8, "max_quoted_lines": 10,
+    "max_quoted_bytes": 2 * 1024, "max_block_bytes": 8 * 1024, "max_reference_bytes": 2 * 1024,
+}
+_BOOLEANS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}

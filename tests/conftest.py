@@ -48,7 +48,6 @@ def make_git_repo(root: Path, files: dict[str, str | bytes]) -> Path:
 hypothesis_settings.register_profile("thorough", max_examples=10_000)
 
 
-
 def shared_repo(
     factory: pytest.TempPathFactory, files: dict[str, str | bytes]
 ) -> Iterator[Repo]:
@@ -64,9 +63,11 @@ def shared_repo(
 
 @pytest.fixture(autouse=True)
 def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Indexes go to a temp cache, never the developer's, no plugin is disabled,
-    no model is configured and the weighted fusion ranks."""
+    """Indexes go to a temp cache, never the developer's, no config file is
+    read from the developer's config folder, no plugin is disabled, no model
+    is configured and the weighted fusion ranks."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     for name in ("CTX04_DISABLE", "CTX04_MODEL_URL", "CTX04_MODEL", "CTX04_MODEL_LOCALITY",
                  "CTX04_MODEL_API_KEY", "CTX04_MEANING_ENCODER", "CTX04_MEANING_MODEL",
                  "CTX04_FUSION", "CTX04_RANKING_MODEL"):

@@ -49,7 +49,11 @@ class Server:
 
 
 def server_env(cache: Path) -> dict[str, str]:
-    return {"XDG_CACHE_HOME": str(cache), "PATH": os.environ["PATH"]}
+    # An empty config folder: the developer's own config file changes nothing here.
+    return {
+        "XDG_CACHE_HOME": str(cache), "XDG_CONFIG_HOME": str(cache / "no-config"),
+        "PATH": os.environ["PATH"],
+    }
 
 
 @asynccontextmanager
