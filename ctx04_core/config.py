@@ -35,8 +35,18 @@ PYPROJECT = "pyproject.toml"
 DISABLE = "disable"
 DEFAULT = "default"
 COMMAND_LINE = "command line"
+REPOSITORY_LAYER = "repository file"
 # A config file is a few lines, a pyproject.toml a few KiB.
 MAX_CONFIG_BYTES = 1024 * 1024
+# Settings a repository's own file may not set. The repository is untrusted
+# (docs/threat-model.md): these choose where ctx04 sends the code it read and
+# which environment variable's secret goes with it (the door's model), which
+# file it loads and runs as a model, and which git directory it reads. The
+# user file, the environment and the command line set them.
+USER_ONLY = frozenset({
+    "model_url", "model", "model_api_key_env", "model_locality",
+    "meaning_encoder", "meaning_model", "ranking_model", "history_git_dir",
+})
 
 
 class ConfigError(SettingsError):
@@ -81,6 +91,12 @@ def configured(
     sources = {f.name: DEFAULT for f in fields(Settings)} | {DISABLE: DEFAULT}
     for where, table in _file_layers(repo):
         for name, value in table.items():
+            if name in USER_ONLY and where.startswith(REPOSITORY_LAYER):
+                raise ConfigError(
+                    f"{where}: {name} cannot be set by a repository's own file (it says "
+                    f"where code is sent or what is loaded): set it in {user_config_file()}, "
+                    "the environment or the command line"
+                )
             chosen[name] = _checked(base, where, name, value)
             sources[name] = where
     for f in fields(Settings):
@@ -111,10 +127,10 @@ def _file_layers(repo: Path) -> list[tuple[str, Mapping[str, Any]]]:
     own = repo / REPOSITORY_FILE
     pyproject = repo / PYPROJECT
     if own.is_file():
-        layers.append((f"repository file {own}", _read_toml(own)))
+        layers.append((f"{REPOSITORY_LAYER} {own}", _read_toml(own)))
     elif pyproject.is_file():
         table = _read_toml(pyproject).get("tool", {}).get("ctx04")
-        where = f"repository file {pyproject} [tool.ctx04]"
+        where = f"{REPOSITORY_LAYER} {pyproject} [tool.ctx04]"
         if table is not None and not isinstance(table, dict):
             raise ConfigError(f"{where}: is a table of settings, not {table!r}")
         if table is not None:

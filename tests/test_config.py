@@ -45,23 +45,21 @@ def user_file(config_home: Path, text: str) -> Path:
 def test_each_layer_outranks_the_one_below(shop: Path, config_home: Path) -> None:
     """command line > environment > repository file > user file > defaults."""
     user_file(config_home, (
-        "budget_tokens = 3000\ntop_k = 15\npath_boost = 0.5\nfusion = \"learned\"\n"
+        "budget_tokens = 3000\ntop_k = 15\npath_boost = 0.5\n"
         "model = \"from-user-file\"\ndisable = [\"history\"]\n"
     ))
-    (shop / "ctx04.toml").write_text(
-        "budget_tokens = 2500\ntop_k = 12\nmodel = \"from-repository-file\"\n"
-    )
+    (shop / "ctx04.toml").write_text("budget_tokens = 2500\ntop_k = 12\nfusion = \"learned\"\n")
     done = ctx04(
         "retrieve", TASK, "--repo", str(shop), "--format", "json", "--set", "top_k=9",
-        config_home=config_home, CTX04_MODEL="from-environment",
+        config_home=config_home, CTX04_FUSION="weighted",
     )
     assert done.returncode == 0, done.stderr
     diagnostics = json.loads(done.stdout)["diagnostics"]
     settings = diagnostics["settings"]
     assert settings["top_k"] == 9  # command line
-    assert settings["model"] == "from-environment"
+    assert settings["fusion"] == "weighted"  # environment
     assert settings["budget_tokens"] == 2500  # repository file
-    assert (settings["path_boost"], settings["fusion"]) == (0.5, "learned")  # user file
+    assert (settings["path_boost"], settings["model"]) == (0.5, "from-user-file")  # user file
     assert settings["identifier_weight"] == 3.0  # default
     assert "history" not in diagnostics["plugins"]
     assert "ripgrep" in diagnostics["plugins"]
@@ -205,3 +203,34 @@ def test_mcp_server_refuses_a_bad_repository_file_at_start(
     assert done.stderr == (
         f"ctx04: error: repository file {shop / 'ctx04.toml'}: top_k is an integer, not 'many'\n"
     )
+
+
+@pytest.mark.parametrize("where", ["ctx04.toml", "pyproject.toml"])
+def test_a_repository_cannot_choose_where_its_code_is_sent(
+    shop: Path, config_home: Path, where: str
+) -> None:
+    # A hostile repository's file would send the code the door reads, and the
+    # secret in any environment variable, to its own server.
+    table = "" if where == "ctx04.toml" else "[tool.ctx04]\n"
+    (shop / where).write_text(table + 'model_url = "http://127.0.0.1:9/v1"\n')
+    done = ctx04("retrieve", TASK, "--repo", str(shop), config_home=config_home)
+    suffix = "" if where == "ctx04.toml" else " [tool.ctx04]"
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        f"ctx04: error: repository file {shop / where}{suffix}: model_url cannot be set by a "
+        "repository's own file (it says where code is sent or what is loaded): set it in "
+        f"{config_home / 'ctx04' / 'config.toml'}, the environment or the command line\n"
+    )
+    # The user's own file may.
+    (shop / where).unlink()
+    user_file(config_home, 'model_url = "http://127.0.0.1:9/v1"\n')
+    done = ctx04("config", "--repo", str(shop), config_home=config_home)
+    assert done.returncode == 0, done.stderr
+    assert 'model_url = "http://127.0.0.1:9/v1"  # user file' in done.stdout
+
+
+def test_the_user_only_settings_are_settings() -> None:
+    from ctx04_core.config import USER_ONLY
+    from ctx04_core.settings import SETTING_NAMES
+
+    assert USER_ONLY <= SETTING_NAMES
