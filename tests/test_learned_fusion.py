@@ -185,6 +185,18 @@ def test_fuse_ranks_by_the_model_and_adds_the_signals_it_does_not_know() -> None
     assert learned[0].signals == weighted[0].signals
 
 
+def test_a_rank_fusion_meets_the_model_and_the_weighted_order_halfway() -> None:
+    signals = [Signal("bm25", (1.0, 3.0, 2.0), 1.0), Signal("tested", (5.0, 0.0, 0.0), 1.0)]
+    # Weighted: a 6, b 3, c 2. The model reads bm25 alone: b, c, a.
+    alone = model_from_json(linear(["bm25.value"], [1.0]))
+    fused = model_from_json({**linear(["bm25.value"], [1.0]),
+                             "rank_fusion": {"k": 1, "model_weight": 1}})
+    assert [r.candidate for r in fuse((A, B, C), signals, Settings(), model=alone)] == [B, C, A]
+    # Fused, model place then weighted place: a 1/3 + 1/1, b 1/1 + 1/2, c 1/2 + 1/3.
+    learned = fuse((A, B, C), signals, Settings(), model=fused)
+    assert [(r.candidate, r.model_score) for r in learned] == [(B, 3.0), (A, 1.0), (C, 2.0)]
+
+
 def test_fusion_is_weighted_or_learned() -> None:
     with pytest.raises(SettingsError) as caught:
         Settings(fusion="best")
