@@ -76,8 +76,11 @@ def train_command(
     results = []
     with stderr.status("cross-validating") as status:
         for learner in ["weighted", *learners]:
-            status.update(f"cross-validating {learner}")
-            results += cross_validate(learner, tasks, golds)
+            def fold(done: int, folds: int, repo: str, learner: str = learner) -> None:
+                status.update(f"cross-validating {learner}: fold {done + 1} of {folds}, "
+                              f"{escape(repo)} held out")
+
+            results += cross_validate(learner, tasks, golds, fold)
     # The first of equals: the simpler learner, then its order unfused.
     chosen = max((r for r in results if r.learner != "weighted"), key=lambda r: r.choice_score)
     with stderr.status(f"fitting {chosen.learner} on {len(tasks)} tasks"):

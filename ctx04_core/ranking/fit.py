@@ -166,12 +166,15 @@ def mean_metrics(values: Sequence[Mapping[str, float]]) -> dict[str, float]:
 
 
 def cross_validate(
-    learner: str, tasks: Sequence[TaskRows], golds: Mapping[str, Mapping[str, Any]]
+    learner: str,
+    tasks: Sequence[TaskRows],
+    golds: Mapping[str, Mapping[str, Any]],
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> list[CrossValidation]:
     """Leave one repository out at a time: the learner's own order and each of
     :data:`RANK_FUSIONS` of it with the weighted order, measured on the
     held-out pools; ``weighted`` reads the pools as the weighted fusion
-    ordered them."""
+    ordered them. ``progress(done, folds, repository)`` is called before each fold."""
     by_repo: dict[str, list[TaskRows]] = defaultdict(list)
     for task in tasks:
         by_repo[task.repo].append(task)
@@ -180,7 +183,9 @@ def cross_validate(
     found: dict[RankFusion | None, dict[str, dict[str, dict[str, float]]]] = {
         fusion: {} for fusion in fusions
     }
-    for repo in sorted(by_repo):
+    for done, repo in enumerate(sorted(by_repo)):
+        if progress is not None:
+            progress(done, len(by_repo), repo)
         held = by_repo[repo]
         if weighted:
             model_orders = [list(range(len(task.rows))) for task in held]
