@@ -105,3 +105,19 @@ def test_train_refuses_what_it_cannot_use(pools: tuple[Path, Path, dict[str, str
     assert done.returncode == 2
     assert f"{stranger}:1: 'x__y-1' is in no --dataset" in done.stderr
     assert not (tmp / "m.json").exists()
+
+
+def test_the_choice_keeps_what_the_weighted_order_does_well() -> None:
+    from ctx04_core.ranking.fit import CV_METRICS, CrossValidation, chosen
+    from ctx04_core.ranking.model import RankFusion
+
+    def result(learner: str, fusion: RankFusion | None, **moved: float) -> CrossValidation:
+        pooled = {m: 0.5 + moved.get(m.replace("@", "_"), 0.0) for m in CV_METRICS}
+        return CrossValidation(learner, fusion, pooled, {}, {})
+
+    weighted = result("weighted", None)
+    # Better on every chosen metric, but file Acc@10 falls by more than 0.01.
+    bold = result("lambdarank", None, mrr=0.1, file_acc_10=-0.02)
+    careful = result("lambdarank", RankFusion(5, 1), mrr=0.02, file_acc_10=-0.01)
+    assert chosen([weighted, bold, careful]) == (careful, True)
+    assert chosen([weighted, bold]) == (bold, False)

@@ -47,12 +47,13 @@ def train_command(
     Each learner (logistic regression; LightGBM lambdarank when ctx04\\[train]
     is installed) is fitted with one repository left out at a time and
     measured on that repository's pools, beside the weighted fusion's order
-    of the same pools. The learner with the best mean of file Acc@5,
-    function Acc@10, line recall@5 and MRR over every held-out task is
-    fitted on all tasks and written to --out; the same pools give the same file, byte
+    of the same pools. Of those that keep every metric within 0.01 of the
+    weighted order's, the one with the best mean of file Acc@5, function
+    Acc@10, line recall@5 and MRR over every held-out task is fitted on all
+    tasks and written to --out; the same pools give the same file, byte
     for byte. Use it with `--set fusion=learned --set ranking_model=FILE`.
     """
-    from ctx04_core.ranking.fit import FITTERS, cross_validate, model_document
+    from ctx04_core.ranking.fit import CV_NOISE, FITTERS, chosen, cross_validate, model_document
     from ctx04_core.ranking.table import TaskRows, task_rows
 
     texts, splits = _texts(dataset)
@@ -81,20 +82,22 @@ def train_command(
                               f"{escape(repo)} held out")
 
             results += cross_validate(learner, tasks, golds, fold)
-    # The first of equals: the simpler learner, then its order unfused.
-    chosen = max((r for r in results if r.learner != "weighted"), key=lambda r: r.choice_score)
-    with stderr.status(f"fitting {chosen.learner} on {len(tasks)} tasks"):
-        _, fitted = FITTERS[chosen.learner](tasks)
-    document = model_document(chosen.learner, fitted, chosen.rank_fusion, len(tasks))
+    best, holds = chosen(results)
+    if not holds:
+        stderr.print(f"no learned ranking keeps every metric within {CV_NOISE} of the weighted "
+                     f"order's: writing the best, {best.name}; keep fusion = weighted")
+    with stderr.status(f"fitting {best.learner} on {len(tasks)} tasks"):
+        _, fitted = FITTERS[best.learner](tasks)
+    document = model_document(best.learner, fitted, best.rank_fusion, len(tasks))
     out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     by_split = {
         name: [t.instance_id for t in tasks if splits[t.instance_id] == name]
         for name in dict.fromkeys(splits[t.instance_id] for t in tasks)
     }
-    _show(results, chosen.name)
+    _show(results, best.name)
     if report is not None:
-        report.write_text(markdown_report(results, chosen.name, by_split), encoding="utf-8")
-    Console().print(f"model: {escape(str(out))} ({chosen.name}, {len(tasks)} tasks)")
+        report.write_text(markdown_report(results, best.name, by_split), encoding="utf-8")
+    Console().print(f"model: {escape(str(out))} ({best.name}, {len(tasks)} tasks)")
 
 
 def _texts(datasets: list[Path]) -> tuple[dict[str, str], dict[str, str]]:

@@ -38,6 +38,10 @@ CV_METRICS = (
 # soon the first gold symbol comes (MRR, which the spec's §7.4 A/B rule
 # guards; a model of changed lines alone ranks their containers first).
 CHOICE = ("file_acc@5", "function_acc@10", "line_recall@5", "mrr")
+# ...among those that lose nothing the weighted order does well: no CV metric
+# more than CV_NOISE below its value for the weighted order (the spec's §7.4
+# rule, none regresses, read with the noise of a few hundred tasks).
+CV_NOISE = 0.01
 
 # The fusions of a learner's order with the weighted one that cross-validation
 # tries beside the learner's order alone.
@@ -128,6 +132,19 @@ class CrossValidation:
     @property
     def choice_score(self) -> float:
         return sum(self.pooled[m] for m in CHOICE) / len(CHOICE)
+
+
+def chosen(results: Sequence[CrossValidation]) -> tuple[CrossValidation, bool]:
+    """The learned ranking to ship, and whether it keeps every metric within
+    ``CV_NOISE`` of the weighted order's (when none does: the best of all).
+    The first of equals wins: the simpler learner, then its order unfused."""
+    weighted = next(r for r in results if r.learner == "weighted")
+    learned = [r for r in results if r.learner != "weighted"]
+    holding = [
+        r for r in learned
+        if all(r.pooled[m] >= weighted.pooled[m] - CV_NOISE for m in CV_METRICS)
+    ]
+    return max(holding or learned, key=lambda r: r.choice_score), bool(holding)
 
 
 def ranked_metrics(
