@@ -66,6 +66,19 @@ class Gold:
             ],
         }
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Gold:
+        """The gold a record's ``gold`` field holds (what :meth:`to_json` wrote)."""
+        return cls(
+            tuple(data["files"]),
+            {path: tuple(lines) for path, lines in data["lines"].items()},
+            tuple(
+                GoldSymbol(s["path"], s["qualname"], s["kind"],
+                           tuple((start, end) for start, end in s["region"]))
+                for s in data["symbols"]
+            ),
+        )
+
 
 class GoldError(ValueError):
     """The patch gives no gold: it edits no file that exists at the base commit."""

@@ -147,34 +147,45 @@ def score(gold: Gold, answer: Answer, covered: Covered) -> dict[str, float]:
     """Every metric of one instance; ``covered`` gives the definitions inside
     a container candidate (see ``function_acc_read@k``)."""
     ranked = sorted(answer.ranked, key=lambda r: r.rank)
+    gold_symbols = {s.key for s in gold.symbols}
+    read = reading_order(ranked, covered)
+    included = [r for r in ranked if r.included]
+    values = ranking_metrics(gold, ranked)
+    for k in FUNCTION_ACC_KS:
+        values[f"function_acc_read@{k}"] = float(gold_symbols <= set(read[:k]))
+    values["required_file_recall"] = _share(set(gold.files), {r.path for r in included})
+    values["required_symbol_recall"] = _share(gold_symbols, {r.symbol for r in included})
+    values["line_recall"] = line_recall(
+        gold, ((part.path, n) for part in answer.shown for n in part.lines)
+    )
+    values["irrelevant_context_ratio"] = irrelevant_ratio(gold, answer.shown)
+    values["tokens"] = float(answer.tokens)
+    return {m: values[m] for m in METRICS}
+
+
+def ranking_metrics(
+    gold: Gold, ranked: Sequence[RankedItem], line_ks: Sequence[int] = LINE_RECALL_KS
+) -> dict[str, float]:
+    """The metrics that read the ranked list alone, in rank order: file Acc@k,
+    function Acc@k, recall@k, MRR and ``line_recall@k`` for each of ``line_ks``
+    (the learned ranking's cross-validation reads a ranking with these too)."""
     gold_files = set(gold.files)
     gold_symbols = {s.key for s in gold.symbols}
     files = _distinct(r.path for r in ranked)
     symbols = _distinct(r.symbol for r in ranked)
-    read = reading_order(ranked, covered)
-    included = [r for r in ranked if r.included]
     values: dict[str, float] = {}
     for k in FILE_ACC_KS:
         values[f"file_acc@{k}"] = float(gold_files <= set(files[:k]))
     for k in FUNCTION_ACC_KS:
         values[f"function_acc@{k}"] = float(gold_symbols <= set(symbols[:k]))
-    for k in FUNCTION_ACC_KS:
-        values[f"function_acc_read@{k}"] = float(gold_symbols <= set(read[:k]))
     for k in RECALL_KS:
         values[f"recall@{k}"] = _share(gold_symbols, {r.symbol for r in ranked[:k]})
     first = next((r.rank for r in ranked if r.symbol in gold_symbols), None)
     values["mrr"] = 1.0 / first if first else 0.0
-    values["required_file_recall"] = _share(gold_files, {r.path for r in included})
-    values["required_symbol_recall"] = _share(gold_symbols, {r.symbol for r in included})
-    values["line_recall"] = line_recall(
-        gold, ((part.path, n) for part in answer.shown for n in part.lines)
-    )
-    for k in LINE_RECALL_KS:
+    for k in line_ks:
         values[f"line_recall@{k}"] = line_recall(gold, (
             (r.path, n) for r in ranked[:k] for n in range(r.start_line, r.end_line + 1)
         ))
-    values["irrelevant_context_ratio"] = irrelevant_ratio(gold, answer.shown)
-    values["tokens"] = float(answer.tokens)
     return values
 
 

@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctx04_core.bench.gold import Gold
+from ctx04_core.bench.metrics import RankedItem, ranking_metrics
 from ctx04_core.ranking.features import FEATURES
 from ctx04_core.ranking.lightgbm_export import model_json
 from ctx04_core.ranking.model import FORMAT, LINEAR, VERSION, RankFusion
@@ -29,9 +31,10 @@ Fitter = Callable[[Sequence[TaskRows]], tuple[Scorer, dict[str, Any]]]
 # What a ranking is measured by in cross-validation: the leading candidates
 # are what the slice shows, so each metric reads the first TOP_K.
 TOP_K = 20
+CV_LINE_RECALL_KS = (1, 3, 5, 10)
 CV_METRICS = (
     "file_acc@1", "file_acc@5", "file_acc@10", "function_acc@5", "function_acc@10", "mrr",
-    "line_recall@1", "line_recall@3", "line_recall@5", "line_recall@10",
+    *(f"line_recall@{k}" for k in CV_LINE_RECALL_KS),
 )
 # The model chosen is the one with the best mean of these over the pooled
 # held-out tasks: the file, the function and the lines to change, and how
@@ -147,28 +150,16 @@ def chosen(results: Sequence[CrossValidation]) -> tuple[CrossValidation, bool]:
     return max(holding or learned, key=lambda r: r.choice_score), bool(holding)
 
 
-def ranked_metrics(
-    task: TaskRows, gold: Mapping[str, Any], order: Sequence[int]
-) -> dict[str, float]:
-    """The CV metrics of one task's pool read in ``order`` (indices into its candidates)."""
-    ranked = [task.candidates[i] for i in order[:TOP_K]]
-    gold_files = set(gold["files"])
-    gold_symbols = {(s["path"], s["qualname"]) for s in gold["symbols"]}
-    gold_lines = {(path, n) for path, numbers in gold["lines"].items() for n in numbers}
-    files = list(dict.fromkeys(c.span.path for c in ranked))
-    symbols = list(dict.fromkeys((c.span.path, c.qualname) for c in ranked))
-    values = {f"file_acc@{k}": float(gold_files <= set(files[:k])) for k in (1, 5, 10)}
-    values.update(
-        {f"function_acc@{k}": float(gold_symbols <= set(symbols[:k])) for k in (5, 10)}
-    )
-    first = next((rank for rank, c in enumerate(ranked, 1)
-                  if (c.span.path, c.qualname) in gold_symbols), None)
-    values["mrr"] = 1.0 / first if first else 0.0
-    for k in (1, 3, 5, 10):
-        seen = {(c.span.path, n) for c in ranked[:k]
-                for n in range(c.span.start_line, c.span.end_line + 1)}
-        values[f"line_recall@{k}"] = len(gold_lines & seen) / len(gold_lines)
-    return values
+def ranked_metrics(task: TaskRows, gold: Gold, order: Sequence[int]) -> dict[str, float]:
+    """The CV metrics of one task's pool read in ``order`` (indices into its
+    candidates), as ``ctx04 eval`` reads a ranking of its first TOP_K."""
+    ranked = [
+        RankedItem(rank, c.span.path, c.span.start_line, c.span.end_line, c.qualname, c.kind,
+                   included=False)
+        for rank, c in enumerate((task.candidates[i] for i in order[:TOP_K]), start=1)
+    ]
+    values = ranking_metrics(gold, ranked, CV_LINE_RECALL_KS)
+    return {m: values[m] for m in CV_METRICS}
 
 
 def order_by(task: TaskRows, scores: Sequence[float]) -> list[int]:
@@ -185,7 +176,7 @@ def mean_metrics(values: Sequence[Mapping[str, float]]) -> dict[str, float]:
 def cross_validate(
     learner: str,
     tasks: Sequence[TaskRows],
-    golds: Mapping[str, Mapping[str, Any]],
+    golds: Mapping[str, Gold],
     progress: Callable[[int, int, str], None] | None = None,
 ) -> list[CrossValidation]:
     """Leave one repository out at a time: the learner's own order and each of
