@@ -53,12 +53,13 @@ def train_command(
     tasks and written to --out; the same pools give the same file, byte
     for byte. Use it with `--set fusion=learned --set ranking_model=FILE`.
     """
+    from ctx04_core.bench.gold import Gold
     from ctx04_core.ranking.fit import CV_NOISE, FITTERS, chosen, cross_validate, model_document
     from ctx04_core.ranking.table import TaskRows, task_rows
 
     texts, splits = _texts(dataset)
     tasks: list[TaskRows] = []
-    golds: dict[str, Any] = {}
+    golds: dict[str, Gold] = {}
     for path in pools:
         for number, record in _records(path):
             text = texts.get(record.get("instance_id", ""))
@@ -67,7 +68,7 @@ def train_command(
             rows = task_rows(record, text)
             if rows is not None:
                 tasks.append(rows)
-                golds[rows.instance_id] = record["gold"]
+                golds[rows.instance_id] = Gold.from_json(record["gold"])
     if len({t.repo for t in tasks}) < 2:
         fail("training needs tasks from at least two repositories (one is left out at a time)")
     learners = ["logistic"] + (["lambdarank"] if _has_lightgbm() else [])
@@ -102,14 +103,18 @@ def train_command(
 
 def _texts(datasets: list[Path]) -> tuple[dict[str, str], dict[str, str]]:
     """Each task's text, and the dataset (file name) it is from."""
+    from ctx04_core.bench.dataset import DatasetError, load_instances
+
     texts: dict[str, str] = {}
     splits: dict[str, str] = {}
     for path in datasets:
-        for number, task in _records(path):
-            if "instance_id" not in task or "problem_statement" not in task:
-                fail(f"{path}:{number}: a task needs instance_id and problem_statement")
-            texts[task["instance_id"]] = task["problem_statement"]
-            splits[task["instance_id"]] = path.name
+        try:
+            instances = load_instances(path)
+        except DatasetError as err:
+            fail(str(err))
+        for instance in instances:
+            texts[instance.instance_id] = instance.problem_statement
+            splits[instance.instance_id] = path.name
     return texts, splits
 
 
