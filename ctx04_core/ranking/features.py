@@ -84,8 +84,11 @@ def feature_rows(
         _scaled(list(signals.get(name, ())) or [0.0] * n) for name in KNOWN_SIGNALS
     ]
     _, weighted_share, weighted_rank = _scaled(list(weighted))
-    files = _file_facts(candidates, weighted)
-    nesting = _nesting(candidates)
+    by_file: dict[str, list[int]] = defaultdict(list)
+    for i, candidate in enumerate(candidates):
+        by_file[candidate.span.path].append(i)
+    files = _file_facts(candidates, weighted, by_file)
+    nesting = _nesting(candidates, by_file)
     most_terms = max((len(c.terms) for c in candidates), default=0)
     rows = []
     for i, candidate in enumerate(candidates):
@@ -124,14 +127,12 @@ def _scaled(values: list[float]) -> tuple[list[float], list[float], list[float]]
 
 
 def _file_facts(
-    candidates: Sequence[Candidate], weighted: Sequence[float]
+    candidates: Sequence[Candidate], weighted: Sequence[float], by_file: Mapping[str, list[int]]
 ) -> list[tuple[float, float, float, float]]:
     """Per candidate: its file's best weighted score as a share of the pool's
     best, the file's rank by that score, how many candidates the file has,
-    and the candidate's rank within its file (each rank as ``log2(1 + rank)``)."""
-    by_file: dict[str, list[int]] = defaultdict(list)
-    for i, candidate in enumerate(candidates):
-        by_file[candidate.span.path].append(i)
+    and the candidate's rank within its file (each rank as ``log2(1 + rank)``);
+    ``by_file`` holds each file's candidate indices."""
     best_of = {path: max(weighted[i] for i in members) for path, members in by_file.items()}
     top = max(best_of.values(), default=0.0)
     file_order = sorted(best_of, key=lambda path: (-best_of[path], path))
@@ -152,12 +153,11 @@ def _file_facts(
     return facts
 
 
-def _nesting(candidates: Sequence[Candidate]) -> list[tuple[float, float]]:
+def _nesting(
+    candidates: Sequence[Candidate], by_file: Mapping[str, list[int]]
+) -> list[tuple[float, float]]:
     """Per candidate: ``log2(1 + n)`` of the pool's candidates strictly inside its
     span, and whether one of the pool's candidates encloses it."""
-    by_file: dict[str, list[int]] = defaultdict(list)
-    for i, candidate in enumerate(candidates):
-        by_file[candidate.span.path].append(i)
     inner = [0] * len(candidates)
     outer = [False] * len(candidates)
     for members in by_file.values():
