@@ -35,7 +35,6 @@ PYPROJECT = "pyproject.toml"
 DISABLE = "disable"
 DEFAULT = "default"
 COMMAND_LINE = "command line"
-REPOSITORY_LAYER = "repository file"
 # A config file is a few lines, a pyproject.toml a few KiB.
 MAX_CONFIG_BYTES = 1024 * 1024
 # Settings a repository's own file may not set. The repository is untrusted
@@ -89,9 +88,9 @@ def configured(
     base = Settings()  # the defaults, with the CTX04_* variables applied
     chosen: dict[str, Any] = {}
     sources = {f.name: DEFAULT for f in fields(Settings)} | {DISABLE: DEFAULT}
-    for where, table in _file_layers(repo):
+    for where, table, repository_file in _file_layers(repo):
         for name, value in table.items():
-            if name in USER_ONLY and where.startswith(REPOSITORY_LAYER):
+            if name in USER_ONLY and repository_file:
                 raise ConfigError(
                     f"{where}: {name} cannot be set by a repository's own file (it says "
                     f"where code is sent or what is loaded): set it in {user_config_file()}, "
@@ -118,23 +117,24 @@ def configured(
     return Configured(settings, disable, sources)
 
 
-def _file_layers(repo: Path) -> list[tuple[str, Mapping[str, Any]]]:
-    """(where, table) of the user file, then the repository's, lowest first."""
-    layers: list[tuple[str, Mapping[str, Any]]] = []
+def _file_layers(repo: Path) -> list[tuple[str, Mapping[str, Any], bool]]:
+    """(where, table, whether the repository wrote it) of the user file, then
+    the repository's, lowest first."""
+    layers: list[tuple[str, Mapping[str, Any], bool]] = []
     user = user_config_file()
     if user.is_file():
-        layers.append((f"user file {user}", _read_toml(user)))
+        layers.append((f"user file {user}", _read_toml(user), False))
     own = repo / REPOSITORY_FILE
     pyproject = repo / PYPROJECT
     if own.is_file():
-        layers.append((f"{REPOSITORY_LAYER} {own}", _read_toml(own)))
+        layers.append((f"repository file {own}", _read_toml(own), True))
     elif pyproject.is_file():
         table = _read_toml(pyproject).get("tool", {}).get("ctx04")
-        where = f"{REPOSITORY_LAYER} {pyproject} [tool.ctx04]"
+        where = f"repository file {pyproject} [tool.ctx04]"
         if table is not None and not isinstance(table, dict):
             raise ConfigError(f"{where}: is a table of settings, not {table!r}")
         if table is not None:
-            layers.append((where, table))
+            layers.append((where, table, True))
     return layers
 
 
