@@ -22,7 +22,7 @@ from ctx04_core.bench.dataset import Instance
 from ctx04_core.bench.gold import file_definitions, gold_from_patch, runs
 from ctx04_core.bench.metrics import FAILED, Answer, Covered, RankedItem, Symbol, score
 from ctx04_core.bench.systems import BM25_SETTINGS, SYSTEMS, run_bm25, run_ctx04
-from ctx04_core.bench.trees import default_cache_dir, materialise, tree_dir
+from ctx04_core.bench.trees import Tree, default_cache_dir, materialise, tree_dir
 from ctx04_core.executors import Executor, WorkerLost, run_tasks
 from ctx04_core.plugins import PluginError, disabled_from_env, enabled_plugins, loaded_plugins
 from ctx04_core.settings import Settings
@@ -140,11 +140,7 @@ def evaluate(
     try:
         pm = _system_plugins(config.system, header)
         stage = "tree"
-        git_dir = repos.get(instance.repo)
-        if git_dir is None:
-            raise LookupError(f"{instance.repo} is not in the repo map")
-        dest = tree_dir(config.cache_dir.resolve(), instance.repo, instance.base_commit)
-        tree = materialise(git_dir, instance.base_commit, dest)
+        tree, git_dir = base_tree(instance, repos, config.cache_dir)
         record["tree_seconds"] = round(tree.seconds, 3)
         record["missing_blobs"] = list(tree.missing)
         stage = "gold"
@@ -172,6 +168,25 @@ def evaluate(
     return record
 
 
+def base_tree(instance: Instance, repos: Mapping[str, Path], cache_dir: Path) -> tuple[Tree, Path]:
+    """The instance's base commit materialised in ``cache_dir``, and the mapped git directory.
+
+    Raises LookupError for a repository the map lacks, TreeError when git cannot write it.
+    """
+    git_dir = repos.get(instance.repo)
+    if git_dir is None:
+        raise LookupError(f"{instance.repo} is not in the repo map")
+    dest = tree_dir(cache_dir.resolve(), instance.repo, instance.base_commit)
+    return materialise(git_dir, instance.base_commit, dest), git_dir
+
+
+def retrieval_settings(instance: Instance, git_dir: Path, settings: Settings) -> Settings:
+    """``settings`` for retrieving in the instance's tree: the tree has no .git, so its
+    history is the clone's log up to the base commit, never a later commit (the fix
+    itself is one)."""
+    return settings.with_overrides(history_git_dir=str(git_dir), history_rev=instance.base_commit)
+
+
 def _covered(tree: Path, pm: pluggy.PluginManager) -> Covered:
     """The definitions inside a ranked container, read from the base tree as
     the gold is."""
@@ -195,9 +210,4 @@ def _answer(
     task = instance.problem_statement
     if config.system == "bm25":
         return run_bm25(task, root, config.settings, pm)
-    # The tree has no .git: its history is the clone's log up to the base
-    # commit, never a later commit (the fix itself is one).
-    settings = config.settings.with_overrides(
-        history_git_dir=str(git_dir), history_rev=instance.base_commit
-    )
-    return run_ctx04(task, root, settings, pm)
+    return run_ctx04(task, root, retrieval_settings(instance, git_dir, config.settings), pm)

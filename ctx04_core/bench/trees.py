@@ -152,15 +152,15 @@ def _ls_tree(git_dir: Path, commit: str) -> list[_Entry]:
     return entries
 
 
-def _safe(path: str) -> bool:
+def safe_path(path: str) -> bool:
     """A path that stays inside the tree (git refuses others, but a pack need not)."""
     parts = path.split("/")
     return not path.startswith("/") and all(p not in ("", ".", "..", ".git") for p in parts)
 
 
 def _write(git_dir: Path, entries: list[_Entry], root: Path) -> dict[str, Any]:
-    blobs = [e for e in entries if e.kind == "blob" and _safe(e.path)]
-    refused = [e.path for e in entries if e.kind == "blob" and not _safe(e.path)]
+    blobs = [e for e in entries if e.kind == "blob" and safe_path(e.path)]
+    refused = [e.path for e in entries if e.kind == "blob" and not safe_path(e.path)]
     submodules = [e.path for e in entries if e.kind == "commit"]
     missing: list[str] = []
     files = symlinks = 0
