@@ -100,6 +100,9 @@ def register(app: typer.Typer) -> None:
     app.command("eval")(eval_command)
     app.command("ab")(ab_command)
     app.command("ablate")(ablate_command)
+    from ctx04_core.bench.e2e_cli import app as e2e_app
+
+    app.add_typer(e2e_app)
 
 
 def eval_command(
@@ -161,9 +164,9 @@ def eval_command(
 
     config = RunConfig(
         system=system.value, settings=_settings(budget, assignments), disable=tuple(disable or ()),
-        executor=executor_of(jobs, executor, ray_address), **_cache(cache_dir),
+        executor=executor_of(jobs, executor, ray_address), **cache_option(cache_dir),
     )
-    instances, repo_map = _inputs(dataset, repos, ids, limit)
+    instances, repo_map = load_inputs(dataset, repos, ids, limit)
     with running(config.executor):
         records = _run(instances, repo_map, config, out, system.value)
     from ctx04_core.bench.metrics import METRICS, summarise, summarise_by_language
@@ -184,20 +187,49 @@ def ab_command(
     candidate: Annotated[
         Path, typer.Option("--candidate", help="Records of the candidate system.")
     ],
+    current_e2e: Annotated[
+        Path | None,
+        typer.Option("--current-e2e", help="The current system's e2e report "
+                     "(ctx04 e2e report writes RUN_DIR/e2e-report.json)."),
+    ] = None,
+    candidate_e2e: Annotated[
+        Path | None,
+        typer.Option("--candidate-e2e", help="The candidate system's e2e report."),
+    ] = None,
+    e2e_arm: Annotated[
+        str, typer.Option("--e2e-arm", help="The e2e reports' arm to compare.")
+    ] = "retrieved",
 ) -> None:
     """The spec §7.4 decision: does the candidate win against the current system?
 
-    Win iff one of recall@1/3/5, MRR, required file/symbol recall strictly
-    improves, none regresses, the irrelevant-context ratio and tokens do not
-    rise, and the end-to-end guards hold (resolve rate not lower, cost and
-    tokens at most 1.5×) when the records carry resolved/cost/e2e_tokens.
+    Win iff one of recall@1/3/5, MRR, required file/symbol recall and line
+    recall strictly improves, none regresses, the irrelevant-context ratio
+    and tokens do not rise, and the end-to-end guards hold: resolve rate not
+    lower, cost and tokens per instance at most 1.5× current. The guards come
+    from each system's e2e report (--current-e2e, --candidate-e2e: ctx04 e2e
+    run, the SWE-bench harness, ctx04 e2e report), or from records that
+    carry resolved/cost/e2e_tokens. Without them the guards are "not
+    measured" and the verdict says the end-to-end half was not run.
     Exit 0 on win, 1 on lose, 2 on bad input.
     """
-    from ctx04_core.bench.compare import ab_decision
+    from ctx04_core.bench.compare import Paired, ab_decision
 
+    if (current_e2e is None) != (candidate_e2e is None):
+        fail("--current-e2e and --candidate-e2e go together: one e2e report per system")
     paired = _paired(current, candidate)
     if not paired.a:
         fail(f"{current} and {candidate} have no instance in common")
+    if current_e2e is not None and candidate_e2e is not None:
+        from ctx04_core.bench.e2e_report import ReportError, load_report, with_e2e
+
+        try:
+            paired = Paired(
+                with_e2e(paired.a, load_report(current_e2e), e2e_arm),
+                with_e2e(paired.b, load_report(candidate_e2e), e2e_arm),
+                paired.only_a, paired.only_b,
+            )
+        except ReportError as err:
+            fail(str(err))
     decision = ab_decision(paired)
     _show_decision(decision, paired)
     if not decision.win:
@@ -240,14 +272,14 @@ def ablate_command(
     names = [name.strip() for name in plugins.split(",") if name.strip()]
     if not names:
         fail("--plugins names no plugin")
-    instances, repo_map = _inputs(dataset, repos, ids, limit)
+    instances, repo_map = load_inputs(dataset, repos, ids, limit)
     settings = _settings(budget, assignments)
     where = executor_of(jobs, executor, ray_address)
     runs: dict[str, Summary] = {}
     with running(where):
         for label, disable in [("full", ()), *((f"no-{n}", (n,)) for n in names)]:
             config = RunConfig(system="ctx04", settings=settings, disable=disable,
-                               executor=where, **_cache(cache_dir))
+                               executor=where, **cache_option(cache_dir))
             records = _run(instances, repo_map, config, out_dir / f"{label}.jsonl", label)
             runs[label] = summarise(records)
     full = runs.pop("full")
@@ -288,11 +320,11 @@ def _settings(budget: int | None, assignments: list[str] | None) -> Settings:
         fail(str(err))
 
 
-def _cache(cache_dir: Path | None) -> dict[str, Any]:
+def cache_option(cache_dir: Path | None) -> dict[str, Any]:
     return {} if cache_dir is None else {"cache_dir": cache_dir}
 
 
-def _inputs(
+def load_inputs(
     dataset: Path, repos: Path, ids: Path | None, limit: int | None
 ) -> tuple[list[Instance], dict[str, Path]]:
     from ctx04_core.bench.dataset import DatasetError, load_instances, load_repo_map
@@ -496,6 +528,8 @@ def _show_decision(decision: Decision, paired: Paired) -> None:
                       row.rule, outcome)
     console.print(table)
     verdict = "[bold green]win[/]" if decision.win else "[bold red]lose[/]"
+    if decision.win and not decision.e2e_measured:
+        verdict = "[bold yellow]win on retrieval only[/]"
     console.print(f"{verdict}: {escape(decision.reason)}")
 
 

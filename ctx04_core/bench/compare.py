@@ -10,7 +10,10 @@ them regresses, the irrelevant-context ratio and the tokens retrieved do not
 rise, and the end-to-end guards hold: resolve rate not lower, cost and
 end-to-end tokens per instance at most 1.5 × current. A guard is checked
 only when every compared record of both runs carries its field
-(``resolved``, ``cost``, ``e2e_tokens``); otherwise it is "not measured".
+(``resolved``, ``cost``, ``e2e_tokens``; ``ctx04 ab --current-e2e
+--candidate-e2e`` gives them from two ``ctx04 e2e report`` files);
+otherwise it is "not measured", and the decision's reason says that the
+end-to-end half was not run, so a win on retrieval alone never passes silently.
 
 The ablation rule: removing a plugin changes a metric beyond noise when
 ``|Δ| > 5 %`` of the full run's value, or ``Δ ≠ 0`` when that value is 0; a
@@ -39,6 +42,7 @@ GUARDS: tuple[tuple[str, str, float | None], ...] = (
     ("e2e_tokens", "e2e_tokens", 1.5),
 )
 NOISE_SHARE = 0.05
+NOT_MEASURED = "not measured"
 # Far below any real change of a mean over instances, far above float rounding,
 # so a change of exactly 5 % is within noise as the rule says.
 _ROUNDING = 1e-9
@@ -114,6 +118,15 @@ class Decision:
     rows: tuple[Row, ...]
     win: bool
     reason: str  # names the metrics that decided
+    # Every end-to-end guard was checked; False: the decision rests on retrieval alone.
+    e2e_measured: bool = False
+
+
+# What a decision without the end-to-end half says, win or lose.
+E2E_NOT_RUN = (
+    "the end-to-end half was not run (resolve rate, cost, tokens unchecked): "
+    "ctx04 e2e run and report, then --current-e2e and --candidate-e2e"
+)
 
 
 def ab_decision(paired: Paired) -> Decision:
@@ -129,7 +142,10 @@ def ab_decision(paired: Paired) -> Decision:
         reason = "no retrieval metric strictly improves"
     else:
         reason = ", ".join(r.metric for r in improved) + " improve(s); nothing regresses or rises"
-    return Decision(tuple(rows), bool(improved) and not failed, reason)
+    measured = all(r.outcome != NOT_MEASURED for r in rows)
+    if not measured:
+        reason += f"; {E2E_NOT_RUN}"
+    return Decision(tuple(rows), bool(improved) and not failed, reason, measured)
 
 
 def _retrieval_row(metric: str, current: float, candidate: float) -> Row:
@@ -151,7 +167,7 @@ def _guard_row(name: str, key: str, bound: float | None, paired: Paired) -> Row:
     rule = "must not fall" if bound is None else f"at most {bound:g} × current"
     records = [*paired.a, *paired.b]
     if not paired.a or any(r.get(key) is None for r in records):
-        return Row(name, None, None, rule, "not measured", True, False)
+        return Row(name, None, None, rule, NOT_MEASURED, True, False)
     current = sum(float(r[key]) for r in paired.a) / len(paired.a)
     candidate = sum(float(r[key]) for r in paired.b) / len(paired.b)
     if bound is None:
