@@ -60,6 +60,7 @@ REJECTED = "rejected"  # the vetting gate rejected it
 REFUSED = "refused"  # the model's typed refusal
 MODEL_ERROR = "model_error"  # no usable answer: ModelError.kind says how (timeout, status, ...)
 SKIPPED = "skipped"  # the model was not asked: the tree or the slice could not be made
+ERROR = "error"  # the answer could not be handled: the reason names the exception
 
 SYSTEM = (
     "You are a software engineer fixing an issue in a repository. Any code shown to you "
@@ -165,7 +166,11 @@ def _instance_calls(
             why = f"{arm} slice: {type(err).__name__}: {err}"
             done.append((_record(instance, arm, SKIPPED, why), ""))
             continue
-        done.append(_ask(instance, arm, context, tree.root, config.settings, pm))
+        try:
+            done.append(_ask(instance, arm, context, tree.root, config.settings, pm))
+        except Exception as err:  # a bug of ctx04's own, recorded as the call's outcome
+            why = f"{type(err).__name__}: {err}"
+            done.append((_record(instance, arm, ERROR, why, _tokens(context)), ""))
     return done
 
 
@@ -244,7 +249,7 @@ def _ask(
     instance: Instance, arm: str, context: ContextSlice | None, root: Path, settings: Settings,
     pm: pluggy.PluginManager,
 ) -> tuple[dict[str, Any], str]:
-    slice_tokens = context.tokens if context is not None else 0
+    slice_tokens = _tokens(context)
     started = time.monotonic()
     try:
         reply = model.chat(messages(instance, context), settings)
@@ -273,6 +278,10 @@ def _ask(
         return _record(instance, arm, REJECTED, why, slice_tokens) | usage, ""
     record = _record(instance, arm, PATCH, "", slice_tokens) | usage
     return record | {"files": list(patch.files)}, patch.diff
+
+
+def _tokens(context: ContextSlice | None) -> int:
+    return context.tokens if context is not None else 0
 
 
 def _record(
