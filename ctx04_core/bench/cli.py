@@ -209,8 +209,8 @@ def ab_command(
     from each system's e2e report (--current-e2e, --candidate-e2e: ctx04 e2e
     run, the SWE-bench harness, ctx04 e2e report), or from records that
     carry resolved/cost/e2e_tokens. Without them the guards are "not
-    measured" and the verdict says the end-to-end half was not run.
-    Exit 0 on win, 1 on lose, 2 on bad input.
+    measured" and the verdict says the end-to-end half was not run ("win on
+    retrieval only", still exit 0). Exit 0 on win, 1 on lose, 2 on bad input.
     """
     from ctx04_core.bench.compare import Paired, ab_decision
 
