@@ -175,25 +175,21 @@ class Settings:
     # max_statement_lines brings only that statement's first line (a data
     # table, a template string): irrelevant 0.790 -> 0.773 Python, 0.853 ->
     # 0.849 multilingual, tokens -8 % and -13 %, every ranking metric equal.
-    # slice_shape "value" (issue 22) spends the budget where the changed
-    # lines probably are: the first value_ranks candidates in rank order,
-    # each in the richest form that fits what is left of the budgets: a
-    # function or method whole, else its best lines with its signature, else
-    # its signature; a type or module as its best lines. whole_body_max_lines
-    # caps a whole body (None: only the budgets; 100 lost line recall, the
-    # long leading functions being where the changes are). Python dev split
-    # against "signatures" (docs/benchmarks.md, "Issue 22"): line recall
-    # 0.276 -> 0.359, irrelevant 0.787 -> 0.789, every ranking metric equal;
-    # the slice names fewer places (file recall 0.805 -> 0.670, symbol recall
-    # 0.626 -> 0.396): every form of the candidates past rank 3 that was tried
-    # raised irrelevant past 0.8 (the old shape past rank 3: line recall
-    # 0.369, irrelevant 0.822). The spec's 7.4 rule refuses both, so the
-    # default stays "signatures", the shape before it: the best function
-    # within whole_function_within whole, every other definition as its
-    # signature when neighbours_as_signatures. The lever is the ranking: the
-    # first three candidates' spans hold 0.491 of the changed lines.
+    # slice_shape "value" (issue 22): the "signatures" slice (below), then
+    # what is left of the budgets on whole bodies of the functions and
+    # methods among the first value_ranks whose fused score is at least
+    # value_score_share of the best, in rank order, each only when it fits
+    # beside everything already planned (ctx04_core/stages/prune.py): the
+    # slice names the same places and shows more of the lines to edit.
+    # value_ranks and value_score_share were chosen on the training tasks
+    # (docs/benchmarks.md, "Issue 22"); whole_body_max_lines caps a body
+    # (None: only the budgets; a cap of 100 or 200 lines lost line recall
+    # there, the long leading functions being where the changes are).
+    # "signatures": the best function within whole_function_within whole,
+    # every other definition as its signature when neighbours_as_signatures.
     slice_shape: str = "signatures"
-    value_ranks: int = 3
+    value_ranks: int = 5
+    value_score_share: float = 0.3
     whole_body_max_lines: int | None = None
     prune_ratio: float = 1.0
     whole_function_within: int = 3

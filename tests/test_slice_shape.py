@@ -1,6 +1,7 @@
-"""Assembly by value (issue 22): the budget goes to whole bodies in rank order,
-then best lines, then signatures, and the plan never hands assemble more
-than fits."""
+"""Assembly by value (issue 22): the "signatures" slice first, then whole bodies
+of the leading functions whose score is near the best, each only when it fits
+beside everything planned, so the slice names the same places and shows more
+of the lines to edit; the plan never hands assemble more than fits."""
 
 from __future__ import annotations
 
@@ -30,14 +31,15 @@ def shop(tmp_path: Path, indexed: Callable[..., Repo]) -> Repo:
     return indexed(make_git_repo(tmp_path / "shop", SHOP))
 
 
-def ranked(repo: Repo, *qualnames: str) -> tuple[RankedCandidate, ...]:
+def ranked(repo: Repo, *order: tuple[str, float]) -> tuple[RankedCandidate, ...]:
+    """(qualname, fused score) pairs as ranks 1..n."""
     nodes = {
         n.qualname: n for path in ("shop/cart.py", "shop/pricing.py")
         for n in repo.index.file_nodes(path)
     }
     return tuple(
-        RankedCandidate(Candidate(nodes[q].span, nodes[q].kind, q, ("test",)), rank, 1.0)
-        for rank, q in enumerate(qualnames, start=1)
+        RankedCandidate(Candidate(nodes[q].span, nodes[q].kind, q, ("test",)), rank, score)
+        for rank, (q, score) in enumerate(order, start=1)
     )
 
 
@@ -57,59 +59,72 @@ def shown(context: ContextSlice) -> list[tuple[str | None, str, list[int], bool]
 
 
 def test_the_leader_whole_the_next_pruned_the_last_as_its_signature(shop: Repo) -> None:
-    order = ranked(shop, "shop.cart.Cart.total", "shop.cart.Cart.add", "shop.pricing.round_money")
-    # With room for everything, the first three (value_ranks) are whole and
-    # the fourth is not shown at all.
-    fourth = ranked(
-        shop, "shop.cart.Cart.total", "shop.cart.Cart.add", "shop.pricing.round_money",
-        "shop.pricing.apply_discount",
+    # total leads (whole, as in the "signatures" shape); cart's module lines
+    # have no signature: its best line (the docstring); round_money scores
+    # under value_score_share (0.3) of the best: its signature.
+    order = ranked(
+        shop, ("shop.cart.Cart.total", 10.0), ("shop.cart", 5.0),
+        ("shop.pricing.round_money", 2.0),
     )
-    assert [(q, how) for q, how, _, _ in shown(sliced(shop, fourth, 4000))] == [
-        ("shop.cart.Cart.total", "whole"), ("shop.cart.Cart.add", "whole"),
-        ("shop.pricing.round_money", "whole"),
-    ]
-    # 210 tokens: total whole (91 planned), add's whole body (93) no longer
-    # fits the 90 left, its signature and best line (the docstring) do (61);
-    # round_money's signature fits the 29 left.
-    context = sliced(shop, order, 210)
+    context = sliced(shop, order, 4000)
     assert shown(context) == [
         ("shop.cart.Cart.total", "whole", [41, 42, 43, 44, 45, 46], True),
-        ("shop.cart.Cart.add", "pruned", [28, 29], True),
+        ("shop.cart", "pruned", [1], True),
         ("shop.pricing.round_money", "signature", [12], True),
     ]
-    assert context.tokens == 210
-    # Five tokens fewer: round_money's signature no longer fits the plan, is
-    # handed on as the smallest form and cut by assemble, named as omitted;
-    # the planned entries stay.
-    context = sliced(shop, order, 205)
-    assert [included for *_, included in shown(context)] == [True, True, False]
-    assert context.tokens == 181
-    assert [(d.kind, d.reason, d.detail) for d in context.diagnostics] == [
-        ("omitted", "token budget", "shop.pricing.round_money")
+    assert context.tokens == 176
+
+
+def test_bodies_near_the_best_score_are_whole_while_they_fit(shop: Repo) -> None:
+    order = ranked(
+        shop, ("shop.cart.Cart.total", 10.0), ("shop.cart.Cart.add", 5.0),
+        ("shop.pricing.round_money", 2.0), ("shop.pricing.apply_discount", 4.0),
+    )
+    # With room: add (0.5 of the best) and apply_discount (0.4) whole,
+    # round_money (0.2) its signature.
+    assert [(q, how) for q, how, _, _ in shown(sliced(shop, order, 4000))] == [
+        ("shop.cart.Cart.total", "whole"), ("shop.cart.Cart.add", "whole"),
+        ("shop.pricing.round_money", "signature"), ("shop.pricing.apply_discount", "whole"),
     ]
+    # 300 tokens: add's body still fits beside the planned signatures,
+    # apply_discount's does not; every candidate stays shown.
+    context = sliced(shop, order, 300)
+    assert shown(context) == [
+        ("shop.cart.Cart.total", "whole", [41, 42, 43, 44, 45, 46], True),
+        ("shop.cart.Cart.add", "whole", [28, 29, 30, 31, 32], True),
+        ("shop.pricing.round_money", "signature", [12], True),
+        ("shop.pricing.apply_discount", "signature", [6], True),
+    ]
+    assert context.tokens == 282
+    # Past value_ranks a body stays a signature whatever its score.
+    limited = Settings(slice_shape="value", value_ranks=3)
+    query = build_query(TASK, names=shop.index.names(), settings=limited)
+    shapes = [e.shown_as for e in prune(query=query, ranked=order, repo=shop, settings=limited)]
+    assert shapes == ["whole", "whole", "signature", "signature"]
 
 
 def test_a_leader_too_large_for_the_budget_falls_back_to_its_best_lines(shop: Repo) -> None:
-    order = ranked(shop, "shop.cart.Cart.add", "shop.cart.Cart.total")
-    # add's whole body costs 93 planned tokens: at 122 (93 left after the
-    # header and closing) it is whole, at 121 it is its signature and best line.
-    assert shown(sliced(shop, order, 122))[0] == (
-        "shop.cart.Cart.add", "whole", [28, 29, 30, 31, 32], True
-    )
-    for budget in (121, 100, 90):
+    order = ranked(shop, ("shop.cart.Cart.add", 1.0), ("shop.cart.Cart.total", 0.1))
+    # add's whole body and total's signature fit 145 tokens; under 125 the
+    # body does not fit, and add shows its signature and best line.
+    assert shown(sliced(shop, order, 145)) == [
+        ("shop.cart.Cart.add", "whole", [28, 29, 30, 31, 32], True),
+        ("shop.cart.Cart.total", "signature", [41], True),
+    ]
+    for budget in (120, 100, 90):
         context = sliced(shop, order, budget)
         assert shown(context)[0] == ("shop.cart.Cart.add", "pruned", [28, 29], True)
         assert context.tokens <= budget
 
 
-def test_a_body_past_the_length_cap_is_pruned(shop: Repo) -> None:
-    order = ranked(shop, "shop.cart.Cart.total")
-    settings = Settings(slice_shape="value", whole_body_max_lines=5)
-    query = build_query(TASK, names=shop.index.names(), settings=settings)
-    [excerpt] = prune(query=query, ranked=order, repo=shop, settings=settings)
-    # total has six own lines: past a cap of 5 it shows its signature and its
-    # best line, the call of round_money.
-    assert (excerpt.shown_as, [n for n, _ in excerpt.lines]) == ("pruned", [41, 46])
+def test_a_body_past_the_length_cap_stays_a_signature(shop: Repo) -> None:
+    order = ranked(shop, ("shop.cart.Cart.add", 10.0), ("shop.cart.Cart.total", 9.0))
+    for cap, total_shown in ((None, "whole"), (6, "whole"), (5, "signature")):
+        settings = Settings(slice_shape="value", whole_body_max_lines=cap)
+        query = build_query(TASK, names=shop.index.names(), settings=settings)
+        excerpts = prune(query=query, ranked=order, repo=shop, settings=settings)
+        # total has six own lines; the leader is whole as in "signatures".
+        assert [e.shown_as for e in excerpts] == ["whole", total_shown]
 
 
 def test_the_json_says_how_each_candidate_was_shown(tmp_path: Path) -> None:

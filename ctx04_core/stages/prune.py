@@ -6,27 +6,26 @@ the ranked candidates' own texts, so a term common to every candidate counts
 for little; a line's length is compared with the mean of its candidate's
 lines that have any token, so blank and bracket-only lines do not shorten it.
 
-How the budget is spent is ``slice_shape``. ``"value"`` plans the slice as
-assemble will render it, in rank order: each of the first ``value_ranks``
-candidates is shown whole when it is a function or method (of at most
-``whole_body_max_lines`` lines) and that fits what is left of the budgets,
-else as its best lines and signature, else as its signature. The changed
-lines are most likely in the leading candidates, so they get the room
-first; nothing planned is more than assemble can fit, so its prefix rule
-never cuts a planned whole body. A type's own lines are its header,
-docstring and attributes, rarely the change (its members are candidates of
-their own): it shows its best lines. Past ``value_ranks`` nothing is shown:
-on the dev split every form of a lower-ranked candidate (whole, best lines,
-signature) added more lines far from the change than changed lines.
+How the budget is spent is ``slice_shape``. ``"signatures"`` orients: the
+best-ranked function or method, when it ranks within the first
+``whole_function_within``, is kept whole (a class or module ranked above it
+does not take its place; one too large for the budgets keeps its signature
+and best lines), and every other function, method or type is shown as its
+signature alone (``neighbours_as_signatures``). A candidate without a
+signature (a module's own lines, a run of lines) keeps its best lines only
+(the default ratio 1.0 keeps the lines that tie for its best score).
 
-``"signatures"`` is the shape before it: the best-ranked function or
-method, when it ranks within the first ``whole_function_within``, is kept
-whole (a class or module ranked above it does not take its place; one too
-large for the budgets keeps its signature and best lines), and every other
-function, method or type is shown as its signature alone
-(``neighbours_as_signatures``). A candidate without a signature (a
-module's own lines, a run of lines) keeps its best lines only (the default
-ratio 1.0 keeps the lines that tie for its best score), in either shape.
+``"value"`` shows the code that must change as well: it plans the
+``"signatures"`` slice first, as assemble will render it, then spends what is
+left of the budgets on whole bodies, in rank order, of the functions and
+methods among the first ``value_ranks`` whose fused score is at least
+``value_score_share`` of the best (of at most ``whole_body_max_lines``
+lines). A body replaces its candidate's signature only when the difference
+fits, so every candidate the ``"signatures"`` slice shows is still shown: the
+slice names the same places and shows more of the lines to edit. The score
+share is the evidence that the body is where the change is: on the training
+tasks a body shown by rank alone was more often far from the change than
+near it.
 
 A candidate whose best line scores under ``prune_relative_floor`` of the
 best line of all candidates is dropped whole: it shares little of the
@@ -102,7 +101,7 @@ def prune(
         shapes.append(_Shapes(item, text, best_lines, repo, settings))
     if settings.slice_shape == SIGNATURES:
         return _signatures_shape(shapes, ranked, settings)
-    return _value_shape(shapes, repo, settings)
+    return _value_shape(shapes, ranked, repo, settings)
 
 
 class _Shapes:
@@ -161,26 +160,42 @@ def _signatures_shape(
     return excerpts
 
 
-def _value_shape(shapes: list[_Shapes], repo: Repo, settings: Settings) -> list[Excerpt]:
-    """The first ``value_ranks`` candidates, in rank order, each in the richest
-    form that fits what is left of the budgets: a function or method whole
-    (of at most ``whole_body_max_lines`` lines), else its best lines, else
-    its signature. From the first candidate no form of which fits, the rest
-    are handed on in their smallest form, for assemble to cut and name."""
+def _value_shape(
+    shapes: list[_Shapes], ranked: tuple[RankedCandidate, ...], repo: Repo, settings: Settings
+) -> list[Excerpt]:
+    """The ``"signatures"`` slice (its whole leader pruned when the body does not
+    fit), then whole bodies of the leading functions and methods with a score
+    near the best, in rank order, while what each adds fits what is left of
+    the budgets."""
+    excerpts = _signatures_shape(shapes, ranked, settings)
     room = _Room(repo, settings)
-    full = False
-    excerpts = []
-    for shape in shapes:
-        if shape.item.rank > settings.value_ranks:
-            break
-        cap = settings.whole_body_max_lines
-        body = shape.item.candidate.kind in FUNCTION_KINDS
-        forms = [shape.whole()] if body and (cap is None or len(shape.text) <= cap) else []
-        shown = [f for f in (*forms, shape.pruned(), shape.signature_only()) if f is not None]
-        chosen = None if full else next((f for f in shown if room.take(f)), None)
-        full = chosen is None
-        excerpts.append(chosen or shown[-1])
+    for i, shape in enumerate(shapes):
+        if room.take(excerpts[i]):
+            continue
+        if excerpts[i].shown_as == WHOLE and room.take(pruned := shape.pruned()):
+            excerpts[i] = pruned  # a leader too large for what is left: its best lines
+            continue
+        # Past a budget the rest is assemble's to cut and name: nothing is added.
+        return excerpts
+    best = max((r.score for r in ranked), default=0.0)
+    for i, shape in enumerate(shapes):
+        if excerpts[i].shown_as != WHOLE and _worth_whole(shape, best, settings):
+            whole = shape.whole()
+            if room.replace(excerpts[i], whole):
+                excerpts[i] = whole
     return excerpts
+
+
+def _worth_whole(shape: _Shapes, best: float, settings: Settings) -> bool:
+    item = shape.item
+    cap = settings.whole_body_max_lines
+    return (
+        item.candidate.kind in FUNCTION_KINDS
+        and item.rank <= settings.value_ranks
+        and best > 0
+        and item.score >= settings.value_score_share * best
+        and (cap is None or len(shape.text) <= cap)
+    )
 
 
 class _Room:
@@ -214,7 +229,14 @@ class _Room:
 
     def take(self, excerpt: Excerpt) -> bool:
         """Plan ``excerpt`` in when it fits what is left; False when it does not."""
-        cost = self.cost(excerpt)
+        return self._spend(self.cost(excerpt))
+
+    def replace(self, planned: Excerpt, larger: Excerpt) -> bool:
+        """Plan ``larger`` instead of ``planned`` when the difference fits; False when not."""
+        old, new = self.cost(planned), self.cost(larger)
+        return self._spend({name: new[name] - old[name] for name in new})
+
+    def _spend(self, cost: dict[str, int]) -> bool:
         if any(left is not None and cost[name] > left for name, left in self.left.items()):
             return False
         self.left = {
