@@ -339,9 +339,9 @@ def described_query(
     query: Query, results: Iterable[Described | None], settings: Settings
 ) -> tuple[Query, tuple[Diagnostic, ...]]:
     """The query with the descriptions the ``describe_query`` plugins returned, and
-    their diagnostics: whitespace folded, empty ones and repeats dropped, each at
-    most ``settings.max_description_chars``, at most ``settings.max_query_descriptions``
-    (what the budgets cut is an ``omitted`` diagnostic)."""
+    their diagnostics: whitespace folded, lone surrogates escaped, empty ones and
+    repeats dropped, each at most ``settings.max_description_chars``, at most
+    ``settings.max_query_descriptions`` (a cut is an ``omitted`` diagnostic)."""
     chars, most = settings.max_description_chars, settings.max_query_descriptions
     kept = {d.text.casefold(): d for d in query.descriptions}
     notes: list[Diagnostic] = []
@@ -351,7 +351,8 @@ def described_query(
             continue
         notes.extend(result.diagnostics)
         for description in result.descriptions:
-            text = " ".join(description.text.split())
+            # A model's JSON may hold a lone surrogate: escaped, as a task's is.
+            text = escaped(" ".join(description.text.split()))[0]
             shortened = text[:chars].rstrip()
             if not shortened or shortened.casefold() in kept:
                 continue
