@@ -39,11 +39,12 @@ COMMAND_LINE = "command line"
 MAX_CONFIG_BYTES = 1024 * 1024
 # Settings a repository's own file may not set. The repository is untrusted
 # (docs/threat-model.md): these choose where ctx04 sends the code it read and
-# which environment variable's secret goes with it (the door's model), which
-# file it loads and runs as a model, and which git directory it reads. The
-# user file, the environment and the command line set them.
+# which environment variable's secret goes with it (the door's model), whether
+# the task text goes to a hosted model (the query_model plugin), which file it
+# loads and runs as a model, and which git directory it reads. The user file,
+# the environment and the command line set them.
 USER_ONLY = frozenset({
-    "model_url", "model", "model_api_key_env", "model_locality",
+    "model_url", "model", "model_api_key_env", "model_locality", "hosted_model_sees_task",
     "meaning_encoder", "meaning_model", "ranking_model", "history_git_dir",
 })
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         Candidate,
         ContextSlice,
         Decision,
+        Described,
         Diagnostic,
         Evidence,
         Excerpt,
@@ -90,6 +91,27 @@ def node_values(
     indexed while the plugin was disabled have none). Return None to store
     nothing. An exception ends the refresh with nothing written, so raise only
     for a configuration the user must fix.
+    """
+
+
+@hookspec
+def describe_query(query: Query, repo: Repo, settings: Settings) -> Described | None:
+    """Add descriptions of the code the task needs to the query, before recall.
+
+    Called once per retrieval on every enabled plugin, after the query is
+    built from the task and the code index refreshed, before :func:`recall`;
+    collected. The core appends each returned
+    :class:`~ctx04_core.types.Description` to ``Query.descriptions`` in the
+    order of the results: whitespace folded, empty ones and repeats dropped,
+    each cut to ``settings.max_description_chars`` and all of them to
+    ``settings.max_query_descriptions`` (a cut is an ``omitted`` diagnostic).
+    Every later hook sees that query; recall plugins search the descriptions
+    (the bundled ``apidesc`` against the index's descriptions) and mark what
+    they find with each description's ``source``. A description is query
+    text only: it never becomes a path, an option or a command. The returned
+    ``diagnostics`` join the coverage diagnostics: a plugin that asks a model
+    reports a failed call there, with no description, and never raises.
+    Return None to add nothing (not configured, not allowed).
     """
 
 

@@ -59,6 +59,28 @@ def configured(settings: Settings) -> bool:
     return bool(settings.model_url and settings.model)
 
 
+# Where the model runs (Settings.model_locality): on the user's own machine or
+# network, or at a provider.
+LOCAL = "local"
+
+
+def is_local(locality: str) -> bool:
+    """Whether a model of ``locality`` runs where the user's data already is.
+
+    The one test of what a model may be sent beyond what a read admitted: the
+    door's bounds send a local model the digests of excerpts a budget cut
+    (``ctx04_door.bounds``), and :func:`sees_task` sends it the task text.
+    """
+    return locality == LOCAL
+
+
+def sees_task(settings: Settings) -> bool:
+    """Whether the configured model may be sent the task text to write query text
+    from it: a local one may, a hosted one only when the user says so
+    (``hosted_model_sees_task``, which a repository's own file cannot set)."""
+    return is_local(settings.model_locality) or settings.hosted_model_sees_task
+
+
 def chat(
     messages: list[dict[str, str]],
     settings: Settings,

@@ -31,6 +31,8 @@ from ctx04_core.types import (
     Candidate,
     ContextSlice,
     Decision,
+    Described,
+    Description,
     Diagnostic,
     Excerpt,
     Node,
@@ -232,7 +234,7 @@ def retrieve_in(
     return Retrieval(
         root=workspace.root,
         base=workspace.base,
-        query=query,
+        query=stages.query,
         settings=settings,
         candidates=stages.ranked,
         context=stages.context,
@@ -247,6 +249,7 @@ def retrieve_in(
 
 @dataclass(frozen=True)
 class StageResult:
+    query: Query  # as recall saw it: with the descriptions plugins added
     context: ContextSlice
     ranked: tuple[RankedCandidate, ...]
     diagnostics: tuple[Diagnostic, ...]
@@ -261,9 +264,9 @@ def run_stages(
     settings: Settings,
     notes: tuple[Diagnostic, ...] = (),
 ) -> StageResult:
-    """Recall, merge, rank by the fused signals, prune, assemble and ask the decision
-    door over an opened repository; ``notes`` are diagnostics from before the
-    stages (a cut task)."""
+    """Describe the query, recall, merge, rank by the fused signals, prune, assemble
+    and ask the decision door over an opened repository; ``notes`` are
+    diagnostics from before the stages (a cut task)."""
     hook: Any = pm.hook
     recalled: list[Candidate] = []
     counts: dict[str, int] = {}
@@ -271,6 +274,10 @@ def run_stages(
     unnameable: set[str] = set()
     model, unavailable = ranking_model(settings)
     diagnostics.extend(unavailable)
+    query, described = described_query(
+        query, hook.describe_query(query=query, repo=repo, settings=settings), settings
+    )
+    diagnostics.extend(described)
 
     def collect(results: list[Recall | None]) -> bool:
         """Add the results to what was recalled; True when they proposed anything."""
@@ -324,8 +331,47 @@ def run_stages(
                 reason="the picked order would change which excerpts fit the budgets",
             ))
     return StageResult(
-        context, tuple(ranked), context.diagnostics, dict(sorted(counts.items())), decision
+        query, context, tuple(ranked), context.diagnostics, dict(sorted(counts.items())), decision
     )
+
+
+def described_query(
+    query: Query, results: Iterable[Described | None], settings: Settings
+) -> tuple[Query, tuple[Diagnostic, ...]]:
+    """The query with the descriptions the ``describe_query`` plugins returned, and
+    their diagnostics: whitespace folded, lone surrogates escaped, empty ones and
+    repeats dropped, each at most ``settings.max_description_chars``, at most
+    ``settings.max_query_descriptions`` (a cut is an ``omitted`` diagnostic)."""
+    chars, most = settings.max_description_chars, settings.max_query_descriptions
+    kept = {d.text.casefold(): d for d in query.descriptions}
+    notes: list[Diagnostic] = []
+    dropped = cut = 0
+    for result in results:
+        if result is None:
+            continue
+        notes.extend(result.diagnostics)
+        for description in result.descriptions:
+            # A model's JSON may hold a lone surrogate: escaped, as a task's is.
+            text = escaped(" ".join(description.text.split()))[0]
+            shortened = text[:chars].rstrip()
+            if not shortened or shortened.casefold() in kept:
+                continue
+            if len(kept) >= most:
+                dropped += 1
+                continue
+            cut += shortened != text
+            kept[shortened.casefold()] = Description(shortened, description.source)
+    if cut:
+        notes.append(Diagnostic(
+            "omitted", "description budget",
+            detail=f"{cut} descriptions cut to max_description_chars ({chars})",
+        ))
+    if dropped:
+        notes.append(Diagnostic(
+            "omitted", "description budget",
+            detail=f"{dropped} descriptions past max_query_descriptions ({most}) not searched",
+        ))
+    return replace(query, descriptions=tuple(kept.values())), tuple(notes)
 
 
 def _assembled(

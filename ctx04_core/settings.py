@@ -64,6 +64,13 @@ class Settings:
     max_file_paths: int = 8
     max_term_chars: int = 120
     max_goal_hint_chars: int = 200
+    # Descriptions plugins add to the query (the describe_query hook; the
+    # query_model plugin's, written by a model: spec §2 row 11), each cut to
+    # max_description_chars, at most max_query_descriptions of them; apidesc
+    # recalls at most description_recall_limit definitions through them.
+    max_query_descriptions: int = 8
+    max_description_chars: int = 200
+    description_recall_limit: int = 20
     # §3.2 recall; folders never searched or indexed: other people's code
     # (vendor/, node_modules/, third_party/, at any depth: django keeps jQuery
     # in .../static/admin/js/vendor/; C projects' deps/) and build output that
@@ -261,6 +268,15 @@ class Settings:
     model_usd_per_mtok_input: float = 0.0
     model_usd_per_mtok_output: float = 0.0
     door_cache_entries: int = 256  # rankings kept in the index database
+    # The query_model plugin asks the model for descriptions of the functions
+    # the change will call or touch. That sends the task text: to a "local"
+    # model always, to a "hosted" one only when hosted_model_sees_task is on
+    # (off by default; a repository's own file cannot set it). Its call gets
+    # at most model_query_timeout_s (and never more than model_timeout_s): it
+    # runs before recall, on every retrieval's path.
+    hosted_model_sees_task: bool = False
+    model_query_timeout_s: float = 10.0
+    model_query_cache_entries: int = 256  # answers kept in the index database
 
     def __post_init__(self) -> None:
         self.signal_weight_overrides()  # a malformed entry fails here, not mid-retrieval

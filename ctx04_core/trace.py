@@ -64,11 +64,16 @@ def manifest(result: Retrieval) -> list[dict[str, Any]]:
 
 
 def query_json(q: Query) -> dict[str, Any]:
-    return {
+    """The query's terms; ``descriptions`` only when a plugin added some (a model's),
+    so a retrieval without them records what it recorded before they existed."""
+    terms: dict[str, Any] = {
         "identifiers": list(q.identifiers), "unresolved": list(q.unresolved),
         "error_strings": list(q.error_strings), "test_names": list(q.test_names),
         "file_paths": list(q.file_paths), "goal_hint": q.goal_hint,
     }
+    if q.descriptions:
+        terms["descriptions"] = [{"text": d.text, "source": d.source} for d in q.descriptions]
+    return terms
 
 
 def decision_call_json(call: DecisionCall) -> dict[str, Any]:

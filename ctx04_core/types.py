@@ -46,6 +46,33 @@ class Query:
     file_paths: tuple[str, ...]
     goal_hint: str
     latest_error: str = ""  # the traceback or error output, as given
+    # What plugins added before recall (the ``describe_query`` hook): texts
+    # saying what the code the task needs does, searched like the task.
+    descriptions: tuple[Description, ...] = ()
+
+
+@dataclass(frozen=True)
+class Description:
+    """A description of code the task will call or touch, in words (spec §2 row 11:
+    AllianceCoder's decomposed query), added to the query by a plugin.
+
+    Query text and nothing else: recall plugins search it against what the
+    index knows of each definition; it never names a path to read, an option
+    or a command. Candidates found through it carry ``source`` as their
+    provenance.
+    """
+
+    text: str
+    source: str  # the provenance of what it finds ("model-query")
+
+
+@dataclass(frozen=True)
+class Described:
+    """What one ``describe_query`` plugin adds to the query: its descriptions, and
+    the coverage diagnostics of what it could not do (a failed model call)."""
+
+    descriptions: tuple[Description, ...]
+    diagnostics: tuple[Diagnostic, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -93,8 +93,9 @@ def indexed() -> Iterator[Callable[..., Repo]]:
 # Every plugin the dev install registers (requirements-dev.txt), by entry-point name.
 INSTALLED_PLUGINS = [
     "apidesc", "assemble", "bm25", "c", "callgraph", "cpp", "dependence", "door", "go", "history",
-    "java", "javascript", "meaning", "members", "php", "pin", "prune", "python", "rerank",
-    "ripgrep", "ruby", "rust", "tests", "traceback", "typescript", "unparsed", "vet", "worker_exit",
+    "java", "javascript", "meaning", "members", "php", "pin", "prune", "python", "query_model",
+    "rerank", "ripgrep", "ruby", "rust", "tests", "traceback", "typescript", "unparsed", "vet",
+    "worker_exit",
 ]
 
 

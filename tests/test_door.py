@@ -60,6 +60,13 @@ SHOP_WITH_REFUSED: dict[str, str | bytes] = {
 }
 
 
+@pytest.fixture(autouse=True)
+def _the_door_alone(_isolated_cache: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The query model asks the same stand-in (a local model may see the task):
+    disabled, so each request here is the door's (tests/test_query_model.py tests it)."""
+    monkeypatch.setenv("CTX04_DISABLE", "query_model")
+
+
 @pytest.fixture
 def shop(tmp_path: Path) -> Path:
     return make_git_repo(tmp_path / "shop", SHOP_WITH_REFUSED)

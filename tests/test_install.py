@@ -147,11 +147,12 @@ def test_core_alone_plugins_marks_the_missing_default_set(core_alone: Path) -> N
                if line.rstrip().endswith("missing │")]
     assert missing == [
         "ctx04-door", "ctx04-expand-members", "ctx04-history", "ctx04-parse-treesitter",
-        "ctx04-recall-apidesc", "ctx04-recall-bm25", "ctx04-recall-callgraph",
-        "ctx04-recall-ripgrep", "ctx04-recall-traceback", "ctx04-tests-to-code", "ctx04-vet",
+        "ctx04-query-model", "ctx04-recall-apidesc", "ctx04-recall-bm25",
+        "ctx04-recall-callgraph", "ctx04-recall-ripgrep", "ctx04-recall-traceback",
+        "ctx04-tests-to-code", "ctx04-vet",
     ]
     assert done.stdout.endswith(
-        "11 of ctx04's default plugins missing: pip install ctx04 installs them\n"
+        "12 of ctx04's default plugins missing: pip install ctx04 installs them\n"
     )
 
 

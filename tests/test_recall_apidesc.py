@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import ctx04_recall_apidesc as apidesc
@@ -12,7 +13,7 @@ from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.query import build_query
 from ctx04_core.text import tokenize
-from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Span
+from ctx04_core.types import Candidate, Description, Diagnostic, Query, Recall, Span
 
 Indexed = Callable[..., Repo]
 
@@ -123,3 +124,35 @@ def test_the_most_common_terms_past_the_postings_budget_are_left_out(
         "sums.digest", "sums.scale_0", "sums.scale_1", "sums.scale_2", "sums.scale_3",
     ]
     assert whole.diagnostics == ()
+
+
+def test_the_query_descriptions_recall_with_their_own_provenance(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    """A description a plugin added (a model's) is searched against the index's
+    descriptions on its own; what only it finds carries its source, and a
+    definition the task's words find too is proposed under both."""
+    repo = indexed(make_git_repo(tmp_path / "r", {"store.py": STORE}))
+    q = build_query("Format HTML.", names=repo.index.names(), settings=Settings())
+    assert [c.qualname for c in recall(repo, q).candidates] == ["store.render_page"]
+    described = replace(q, descriptions=(
+        Description("commit record database transaction", "model-query"),
+        Description("html template", "model-query"),
+    ))
+    result = recall(repo, described)
+    assert [(c.qualname, c.sources) for c in result.candidates] == [
+        ("store.render_page", ("apidesc",)),
+        ("store.write_row", ("model-query",)),
+        ("store.render_page", ("model-query",)),
+    ]
+    assert result.candidates[1] == Candidate(
+        span=Span("store.py", 6, 8), kind="function", qualname="store.write_row",
+        sources=("model-query",), recall_score=result.candidates[1].recall_score,
+    )
+    assert result.diagnostics == ()
+    # At most description_recall_limit in all, the first description's best first.
+    one = recall(repo, described, Settings(description_recall_limit=1))
+    assert [(c.qualname, c.sources) for c in one.candidates] == [
+        ("store.render_page", ("apidesc",)), ("store.write_row", ("model-query",)),
+    ]
+    assert recall(repo, described, Settings(description_recall_limit=0)) == recall(repo, q)

@@ -21,6 +21,7 @@ import json
 from typing import Any
 
 from ctx04_core.evidence import sha256_hex
+from ctx04_core.model import is_local
 from ctx04_core.selection import REFUSED, SHOWN
 from ctx04_core.types import CONTENT, PATH_ONLY, PATH_SPAN, Observed
 
@@ -37,7 +38,7 @@ FIELDS = {
 def bound(candidate: Observed, locality: str) -> str:
     if candidate.readiness == REFUSED:
         return PATH_ONLY
-    if candidate.readiness == SHOWN or locality == "local":
+    if candidate.readiness == SHOWN or is_local(locality):
         return CONTENT
     return PATH_SPAN
 

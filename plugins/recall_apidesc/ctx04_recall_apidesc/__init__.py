@@ -13,14 +13,23 @@ score as ``recall_score``. The text's terms are searched as the index's
 ``omitted`` diagnostic.
 
 Cap: at most ``settings.apidesc_limit`` (20) definitions, best first.
+
+The query's descriptions (``Query.descriptions``, added by a
+``describe_query`` plugin: a model's account of the functions the change will
+call or touch, spec §2 row 11) are searched the same way, each on its own,
+and what they find carries the description's source (``model-query``) as its
+provenance instead of ``apidesc``: at most ``settings.description_recall_limit``
+(20) definitions in all, taken in turn from each description's best.
 """
 
 from __future__ import annotations
 
+from itertools import chain, zip_longest
+
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
-from ctx04_core.types import Candidate, Query, Recall
+from ctx04_core.types import Candidate, Diagnostic, Query, Recall
 
 SOURCE = "apidesc"
 
@@ -38,4 +47,42 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
         )
         for node, score in matches.found
     )
-    return Recall(source=SOURCE, candidates=candidates, diagnostics=matches.omission(SOURCE))
+    described, omitted = described_candidates(query, repo, settings)
+    return Recall(
+        source=SOURCE, candidates=candidates + described,
+        diagnostics=matches.omission(SOURCE) + omitted,
+    )
+
+
+def described_candidates(
+    query: Query, repo: Repo, settings: Settings
+) -> tuple[tuple[Candidate, ...], tuple[Diagnostic, ...]]:
+    """The definitions the query's descriptions match, each marked with its
+    description's source: the first of every description's matches, then the
+    second of each, ..., each definition once per source, at most
+    ``settings.description_recall_limit``; and the terms budget's omissions."""
+    limit = settings.description_recall_limit
+    if not query.descriptions or limit <= 0:
+        return (), ()
+    per_description: list[list[Candidate]] = []
+    omitted: dict[Diagnostic, None] = {}
+    for description in query.descriptions:
+        matches = repo.index.search_descriptions(
+            description.text, limit, settings.search_postings_budget
+        )
+        omitted.update(dict.fromkeys(matches.omission(description.source)))
+        per_description.append([
+            Candidate(
+                span=node.span, kind=node.kind, qualname=node.qualname,
+                sources=(description.source,), recall_score=score,
+            )
+            for node, score in matches.found
+        ])
+    found: dict[tuple[object, ...], Candidate] = {}
+    for candidate in chain.from_iterable(zip_longest(*per_description)):
+        if candidate is None:
+            continue
+        key = (candidate.span, candidate.qualname, candidate.sources)
+        if key not in found and len(found) < limit:
+            found[key] = candidate
+    return tuple(found.values()), tuple(omitted)
