@@ -6,7 +6,13 @@ from typing import Any
 
 import pytest
 
-from ctx04_core.bench.compare import ab_decision, ablation_verdict, beyond_noise, pair
+from ctx04_core.bench.compare import (
+    E2E_NOT_RUN,
+    ab_decision,
+    ablation_verdict,
+    beyond_noise,
+    pair,
+)
 from ctx04_core.bench.gold import Gold, GoldSymbol
 from ctx04_core.bench.metrics import (
     FAILED,
@@ -193,7 +199,7 @@ def decide(current: dict[str, float], candidate: dict[str, float],
 
 def test_ab_win_needs_one_strict_improvement_and_no_regression() -> None:
     win, reason, outcomes = decide(BASE, {**BASE, "mrr": 0.6})
-    assert win and reason == "mrr improve(s); nothing regresses or rises"
+    assert win and reason == f"mrr improve(s); nothing regresses or rises; {E2E_NOT_RUN}"
     assert outcomes["recall@1"] == "unchanged" and outcomes["mrr"] == "improves"
     assert outcomes["resolve_rate"] == outcomes["cost"] == "not measured"
 
@@ -209,7 +215,8 @@ def test_ab_win_needs_one_strict_improvement_and_no_regression() -> None:
 )
 def test_ab_lose(candidate: dict[str, float], reason: str) -> None:
     win, why, _ = decide(BASE, candidate)
-    assert not win and why == reason
+    # Without the end-to-end reports a decision says that half was not run.
+    assert not win and why == f"{reason}; {E2E_NOT_RUN}"
 
 
 def test_ab_end_to_end_guards_when_measured() -> None:
@@ -218,8 +225,9 @@ def test_ab_end_to_end_guards_when_measured() -> None:
                               e2e_tokens=(100, 150))
     assert win and outcomes["resolve_rate"] == "holds" and outcomes["cost"] == "within bound"
     win, reason, _ = decide(BASE, better, resolved=(True, False))
-    assert not win and reason == "resolve_rate regresses"
-    win, reason, _ = decide(BASE, better, cost=(1.0, 1.51))
+    assert not win and reason == f"resolve_rate regresses; {E2E_NOT_RUN}"
+    win, reason, _ = decide(BASE, better, resolved=(True, True), cost=(1.0, 1.51),
+                            e2e_tokens=(100, 150))
     assert not win and reason == "cost over bound"
 
 
