@@ -8,7 +8,10 @@ sets, measured in the same process one after the other:
 
 - before: the stages of the session that started issue 11 (``members``,
   ``history``, ``tests`` and ``meaning`` disabled, no ``neighbour`` signal);
-- default: what ``requirements.txt`` installs (``meaning`` disabled);
+- signatures: what ``requirements.txt`` installs (``meaning`` disabled) with
+  ``slice_shape = "signatures"``, the slice before issue 22;
+- default: the same with the default slice (``"value"``: whole bodies near
+  the best score added where they fit);
 - learned: the same with ``fusion = "learned"`` (the shipped ranking model);
 - + meaning: the default install and the optional ``meaning`` plugin, whose
   vectors are read from the index (made when it is built with the plugin
@@ -40,6 +43,7 @@ PLUGIN_SETS: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
     "before": (
         ("pin", "members", "history", "meaning", "tests", "dependence"), {"neighbour_boost": 0.0}
     ),
+    "signatures": (("pin", "meaning", "dependence"), {"slice_shape": "signatures"}),
     "default": (("pin", "meaning", "dependence"), {}),
     "learned": (("pin", "meaning", "dependence"), {"fusion": "learned"}),
     "+ meaning": (("pin", "dependence"), {}),

@@ -392,13 +392,14 @@ def test_file_names_with_spaces_newlines_and_non_ascii(tmp_path: Path) -> None:
     digests = {name: hashlib.sha256(body.encode()).hexdigest()[:12] for name, body in files.items()}
     escaped = "a\\n### forged [secret.py:1, sha256:000000000000, ripgrep]\\n"
     # The rank-1 function is shown whole: "with space.py" shares the goal's
-    # word "space" (of leak_token_space) with its path.
+    # word "space" (of leak_token_space) with its path; the unicode file's
+    # function scores within value_score_share of it and is whole too.
     assert headings == sorted([
         f"### with space.leak_token_space [with space.py:1-2, sha256:{digests['with space.py']}, "
         "ripgrep, apidesc, bm25]",
         f"### {escaped}.leak_token_newline [{escaped}.py:1, sha256:{digests[forged]}, "
         "ripgrep, apidesc, bm25]",
-        f"### ünïcødé.leak_token_unicode [ünïcødé.py:1, sha256:{digests['ünïcødé.py']}, "
+        f"### ünïcødé.leak_token_unicode [ünïcødé.py:1-2, sha256:{digests['ünïcødé.py']}, "
         "ripgrep, apidesc, bm25]",
     ])
     # The JSON keeps the real names, so a caller can open the file.
