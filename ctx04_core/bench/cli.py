@@ -56,6 +56,10 @@ BudgetOption = Annotated[
     int | None,
     typer.Option("--budget", "-b", min=1, help="Token budget of the slice \\[default: 4000]."),
 ]
+DisableOption = Annotated[
+    list[str] | None,
+    typer.Option("--disable", "-d", help="Disable a ctx04 plugin by name (repeatable)."),
+]
 SetOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -110,10 +114,7 @@ def eval_command(
     repos: ReposOption = None,
     ids: IdsOption = None,
     limit: LimitOption = None,
-    disable: Annotated[
-        list[str] | None,
-        typer.Option("--disable", "-d", help="Disable a ctx04 plugin by name (repeatable)."),
-    ] = None,
+    disable: DisableOption = None,
     system: Annotated[
         SystemName,
         typer.Option(

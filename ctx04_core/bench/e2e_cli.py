@@ -19,6 +19,7 @@ from ctx04_core.bench.cli import (
     BudgetOption,
     CacheDirOption,
     DatasetOption,
+    DisableOption,
     IdsOption,
     LimitOption,
     ReposOption,
@@ -45,10 +46,7 @@ def run_command(
     repos: ReposOption = None,
     ids: IdsOption = None,
     limit: LimitOption = None,
-    disable: Annotated[
-        list[str] | None,
-        typer.Option("--disable", "-d", help="Disable a ctx04 plugin by name (repeatable)."),
-    ] = None,
+    disable: DisableOption = None,
     arms: Annotated[
         str,
         typer.Option(
