@@ -20,7 +20,7 @@ import pytest
 from conftest import make_git_repo
 
 from ctx04_core.hookspecs import hookimpl
-from ctx04_core.index import CodeIndex, IndexUnavailable, RefreshStats, opening, queries
+from ctx04_core.index import CodeIndex, IndexUnavailable, RefreshStats, opening, parsing, queries
 from ctx04_core.index import refresh as refresh_module
 from ctx04_core.plugins import plugin_manager
 from ctx04_core.settings import Settings
@@ -818,7 +818,7 @@ def _stored(path: Path) -> list[list[tuple[object, ...]]]:
 def test_files_parsed_in_worker_processes_are_stored_as_parsed_one_by_one(
     tmp_path: Path,
 ) -> None:
-    count = refresh_module.PARALLEL_MIN_FILES + 40
+    count = parsing.PARALLEL_MIN_FILES + 40
     files = {
         f"pkg{i % 7}/mod{i}.py": f'"""Module {i}."""\nfrom pkg0.mod0 import helper0\n\n\n'
         f"class Store{i}:\n    \"\"\"Keeps record {i}.\"\"\"\n\n"

@@ -9,49 +9,28 @@ it changes.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import multiprocessing
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass
-from multiprocessing.pool import IMapIterator
 from pathlib import Path
 from typing import Any
 
 import pluggy
 
 from ctx04_core import ripgrep
+from ctx04_core.index import parsing
 from ctx04_core.index.opening import IndexUnavailable, abandon, begin, lock_path
 from ctx04_core.index.queries import failed_files, parsed_languages
-from ctx04_core.index.workers import forked_pool
-from ctx04_core.parse_budget import TooComplex
 from ctx04_core.paths import nameable
-from ctx04_core.regular_file import FileTooLarge, NotRegularFile, read_regular_file
 from ctx04_core.settings import Settings
-from ctx04_core.text import source_text, split_lines, tokenize
-from ctx04_core.types import Node, NodeValues, ParsedFile
 
 # Rows are flushed to SQLite every this many files, inside the one transaction.
 BATCH_FILES = 256
-# A refresh that reads at least this many files parses them in forked worker
-# processes (one per CPU), this many files to a task, at most two windows of
-# files in flight; fewer are parsed in the process itself.
-PARALLEL_MIN_FILES = 256
-PARALLEL_CHUNK = 16
-PARALLEL_WINDOW = 1024
-_FORK = "fork" in multiprocessing.get_all_start_methods()
-# A worker's answer (PARALLEL_CHUNK files read and parsed) that has not come
-# within this long means the worker is stuck: the refresh fails with one
-# line rather than wait for ever, and closing the pool ends the workers.
-WORKER_ANSWER_TIMEOUT_S = 300.0
-# In a forked worker, what it parses with: the root (as a prefix), the
-# plugin manager and the settings.
-_forked: tuple[str, pluggy.PluginManager, Settings] | None = None
 
 # A file changed within this long of being read may change again without
 # its stat showing it (a coarse clock, an edit in the same tick): git calls
@@ -89,32 +68,6 @@ class _Summary:
     failures: tuple[tuple[str, str, str], ...]
     languages: tuple[tuple[str, int], ...]
 
-
-@dataclass(frozen=True)
-class _Outcome:
-    """What reading and parsing one file gave."""
-
-    key: str
-    status: str
-    message: str = ""
-    rows: _Rows | None = None  # of a file parsed in whole or in part
-
-
-@dataclass(frozen=True)
-class _Rows:
-    """A parsed file as the index stores it, in plain tuples: a worker process
-    sends them back far more cheaply than the parser's dataclasses."""
-
-    language: str
-    statements: str  # the multiline statements, as JSON
-    # Per node: qualname, name, kind, start, end, header_end, signature, docstring.
-    nodes: tuple[tuple[str, str, str, int, int, int, str, str], ...]
-    # Per node: the terms of its description ("" for a module) and of its own code.
-    terms: tuple[tuple[str, str], ...]
-    # Per edge: the index of its node in ``nodes``, kind, target, target's last name, line.
-    edges: tuple[tuple[int, str, str, str, int], ...]
-    # What plugins derived from its nodes (``node_values``): node index, key, value.
-    values: tuple[tuple[int, str, bytes], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -206,7 +159,7 @@ def update(
         # Closed here when the write fails, so its workers end now, not
         # whenever the failure's traceback is let go.
         with closing(
-            _outcomes(top, [(r.rel, r.known_key) for r in reads], pm, settings)
+            parsing.read_files(top, [(r.rel, r.known_key) for r in reads], pm, settings)
         ) as outcomes:
             for done, (read, outcome) in enumerate(zip(reads, outcomes, strict=True), 1):
                 if outcome.key and outcome.key == read.known_key:
@@ -226,7 +179,7 @@ def update(
         # Entries the listing passed over (a link out of the root, a link
         # loop) are recorded, never opened, so coverage can name them.
         for rel, reason in refused.items():
-            writer.record(rel, ids.get(rel), 0, "", _Outcome("", "refused", reason))
+            writer.record(rel, ids.get(rel), 0, "", parsing.Outcome("", "refused", reason))
         listed = set(paths) | refused.keys()
         gone = [file_id for p, file_id in ids.items() if p not in listed]
         writer.delete_files(gone)
@@ -292,7 +245,7 @@ def _changed(
     try:
         st = os.stat(top + rel)
     except OSError as err:
-        writer.record(rel, file_id, 0, "", _Outcome("", "unreadable", _reason(err)))
+        writer.record(rel, file_id, 0, "", parsing.Outcome("", "unreadable", parsing.reason(err)))
         return True
     too_large = st.st_size > settings.max_file_bytes
     stat = _stat_key(st)
@@ -300,8 +253,9 @@ def _changed(
         return False
     if too_large:
         # A row for a file never read keeps its stat: it cannot be racy.
-        writer.record(rel, file_id, st.st_size, stat,
-                      _Outcome("", "too_large", _too_large(st.st_size, settings)))
+        writer.record(rel, file_id, st.st_size, stat, parsing.Outcome(
+            "", "too_large", parsing.too_large(st.st_size, settings)
+        ))
         return True
     known_key = ""
     if standing is not None:
@@ -339,7 +293,7 @@ class _Writer:
         self.touched.append((size, stat, file_id))
 
     def record(
-        self, path: str, file_id: int | None, size: int, stat: str, outcome: _Outcome
+        self, path: str, file_id: int | None, size: int, stat: str, outcome: parsing.Outcome
     ) -> None:
         """Write the file's row, replacing the one with ``file_id`` if given."""
         if file_id is None:
@@ -392,160 +346,6 @@ class _Writer:
             rows.clear()
 
 
-def _lines_by_innermost(nodes: tuple[Node, ...], n_lines: int) -> dict[Node, list[int]]:
-    """The file's lines partitioned by their innermost node.
-
-    Not a node's own lines (``stages.regions.node_own_lines``): a function
-    owns the lines of a function nested in it, but the code search must
-    index each line's words once, under the definition that holds it most
-    closely. Larger spans are laid down first and nested ones overwrite them.
-    """
-    owner: list[Node | None] = [None] * (n_lines + 1)
-    for node in sorted(nodes, key=lambda n: n.span.start_line - n.span.end_line):
-        last = min(node.span.end_line, n_lines)
-        owner[node.span.start_line : last + 1] = [node] * max(0, last - node.span.start_line + 1)
-    owned: dict[Node, list[int]] = {}
-    for number in range(1, n_lines + 1):
-        holder = owner[number]
-        if holder is not None:
-            owned.setdefault(holder, []).append(number)
-    return owned
-
-
-def _read_file(
-    top: str, rel: str, known_key: str, pm: pluggy.PluginManager, settings: Settings
-) -> _Outcome:
-    """Read, key and (unless its key is ``known_key``) parse one file."""
-    try:
-        data = read_regular_file(top + rel, settings.max_file_bytes)
-    except NotRegularFile as refused:
-        # Listed as a file, replaced since (by a FIFO, a folder, a link).
-        return _Outcome("", "refused", str(refused))
-    except FileTooLarge as large:
-        return _Outcome("", "too_large", _too_large(large.size, settings))
-    except OSError as err:
-        return _Outcome("", "unreadable", _reason(err))
-    key = hashlib.sha256(data + rel.encode("utf-8")).hexdigest()
-    if key == known_key:
-        return _Outcome(key, "ok")  # the bytes the row was made from: nothing to parse
-    return _parse(rel, data, key, pm, settings)
-
-
-def _parse(
-    rel: str, data: bytes, key: str, pm: pluggy.PluginManager, settings: Settings
-) -> _Outcome:
-    if b"\0" in data:
-        return _Outcome(key, "binary", "contains a NUL byte")
-    try:
-        text = source_text(data)
-    except UnicodeDecodeError as err:
-        return _Outcome(key, "not_utf8", f"invalid UTF-8 at byte {err.start}")
-    try:
-        parsed: ParsedFile | None = pm.hook.parse_file(path=rel, text=text, settings=settings)
-    except TooComplex as err:
-        return _Outcome(key, "too_complex", str(err))
-    except SyntaxError as err:
-        return _Outcome(key, "syntax_error", f"line {err.lineno}: {err.msg}")
-    if parsed is None:
-        return _Outcome(key, "no_parser", "no enabled plugin parses this file")
-    status, message = "ok", ""
-    if parsed.error_lines:
-        status = "partial"
-        where = ", ".join(map(str, parsed.error_lines))
-        message = f"indexed around code that does not parse at line(s) {where}"
-    lines = split_lines(text)
-    derived = pm.hook.node_values(path=rel, lines=lines, parsed=parsed, settings=settings)
-    return _Outcome(key, status, message, _rows(parsed, lines, derived))
-
-
-def _rows(
-    parsed: ParsedFile, lines: tuple[str, ...], derived: list[list[NodeValues]]
-) -> _Rows:
-    owned = _lines_by_innermost(parsed.nodes, len(lines))
-    nodes, terms = [], []
-    by_qualname: dict[str, list[tuple[int, int, int]]] = {}
-    for at, node in enumerate(parsed.nodes):
-        start, end = node.span.start_line, node.span.end_line
-        by_qualname.setdefault(node.qualname, []).append((end - start, start, at))
-        nodes.append((node.qualname, node.name, node.kind, start, end, node.header_end,
-                      node.signature, node.docstring))
-        description = "" if node.kind == "module" else f"{node.signature} {node.docstring}"
-        code = "\n".join(lines[n - 1] for n in owned.get(node, ()))
-        terms.append((" ".join(tokenize(description)), " ".join(tokenize(code))))
-    edges = []
-    for edge in parsed.edges:
-        same_name = by_qualname.get(edge.source)
-        if not same_name:
-            continue
-        # Definitions sharing a qualname are told apart by which one holds the line.
-        holding = [c for c in same_name if c[1] <= edge.line <= c[1] + c[0]]
-        edges.append((min(holding or same_name)[2], edge.kind, edge.target,
-                      edge.target.rsplit(".", 1)[-1], edge.line))
-    values = tuple(
-        (at, found.key, value)
-        for per_plugin in derived for found in per_plugin
-        for at, value in enumerate(found.values) if value is not None
-    )
-    return _Rows(parsed.language, json.dumps(parsed.multiline_statements), tuple(nodes),
-                 tuple(terms), tuple(edges), values)
-
-
-def _outcomes(
-    top: str, jobs: list[tuple[str, str]], pm: pluggy.PluginManager, settings: Settings
-) -> Generator[_Outcome, None, None]:
-    """:func:`_read_file` of each (path, known key), in order: in worker processes
-    when there are enough files to be worth starting them, else here.
-
-    Workers are forked, so they parse with this very plugin manager (plugins
-    registered in-process included), and share nothing else with this process
-    (:mod:`ctx04_core.index.workers`). At most two windows of files are in
-    flight, so a writer slower than the workers never holds every result.
-    """
-    workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    if len(jobs) < PARALLEL_MIN_FILES or workers < 2 or not _FORK:
-        for rel, known_key in jobs:
-            yield _read_file(top, rel, known_key, pm, settings)
-        return
-    with forked_pool(workers, _adopt, (top, pm, settings)) as pool:
-        pending: Iterator[_Outcome] = iter(())
-        for start in range(0, len(jobs), PARALLEL_WINDOW):
-            # Chunked here, not by imap: only an unchunked imap's answers can be
-            # awaited with a deadline.
-            chunks = [jobs[at : at + PARALLEL_CHUNK]
-                      for at in range(start, min(start + PARALLEL_WINDOW, len(jobs)),
-                                      PARALLEL_CHUNK)]
-            ahead = _in_time(pool.imap(_read_forked, chunks))
-            yield from pending
-            pending = ahead
-        yield from pending
-
-
-def _in_time(answers: IMapIterator[list[_Outcome]]) -> Iterator[_Outcome]:
-    """The workers' answers, each chunk's within ``WORKER_ANSWER_TIMEOUT_S``."""
-    while True:
-        try:
-            yield from answers.next(WORKER_ANSWER_TIMEOUT_S)
-        except StopIteration:
-            return
-        except multiprocessing.TimeoutError:
-            raise IndexUnavailable(
-                f"a parse worker gave no answer within {WORKER_ANSWER_TIMEOUT_S:g} s; "
-                "the refresh was stopped"
-            ) from None
-
-
-def _adopt(top: str, pm: pluggy.PluginManager, settings: Settings) -> None:
-    """In a new worker: keep what the refresh parses with (each refresh forks its own)."""
-    global _forked
-    _forked = (top, pm, settings)
-
-
-def _read_forked(chunk: list[tuple[str, str]]) -> list[_Outcome]:
-    assert _forked is not None
-    top, pm, settings = _forked
-    return [_read_file(top, rel, known_key, pm, settings) for rel, known_key in chunk]
-
-
 def _fingerprint(pm: pluggy.PluginManager, settings: Settings) -> str:
     """The parsers a row depends on, by module or class, and version, and their budget."""
     impls = pm.hook.parse_file.get_hookimpls()
@@ -574,11 +374,3 @@ def _stat_key(st: os.stat_result) -> str:
     replaces the file changes the inode.
     """
     return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
-
-
-def _too_large(size: int, settings: Settings) -> str:
-    return f"{size} bytes, over the {settings.max_file_bytes} limit"
-
-
-def _reason(err: OSError) -> str:
-    return err.strerror or str(err)

@@ -2,8 +2,9 @@
 
 The work is in the modules beside this one: :mod:`~ctx04_core.index.opening`
 (the SQLite file, its lock and its recovery), :mod:`~ctx04_core.index.refresh`
-(bringing the rows up to date, file by file), :mod:`~ctx04_core.index.queries`
-(what the stages ask) and :mod:`~ctx04_core.index.values` (what plugins keep).
+(bringing the rows up to date, file by file) with :mod:`~ctx04_core.index.parsing`
+(reading and parsing the files it must), :mod:`~ctx04_core.index.queries` (what
+the stages ask) and :mod:`~ctx04_core.index.values` (what plugins keep).
 """
 
 from __future__ import annotations
