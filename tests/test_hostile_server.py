@@ -18,7 +18,8 @@ from anyio.from_thread import start_blocking_portal
 from conftest import SHOP, make_git_repo
 from test_mcp_server import TASK, Server, stdio_session, text_of
 
-from ctx04_core.index.store import DB_NAME, CodeIndex
+from ctx04_core.index.opening import DB_NAME
+from ctx04_core.index.store import CodeIndex
 
 
 @contextmanager

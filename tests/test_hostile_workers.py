@@ -33,7 +33,7 @@ from test_mcp_server import CTX04, server_env, stdio_session, text_of
 from ctx04_core import retrieve
 from ctx04_core.evidence import HEADER
 from ctx04_core.hookspecs import hookimpl
-from ctx04_core.index import CodeIndex, IndexUnavailable, RefreshStats, store
+from ctx04_core.index import CodeIndex, IndexUnavailable, RefreshStats, parsing
 from ctx04_core.pipeline import open_repo, refreshed_repo
 from ctx04_core.plugins import plugin_manager
 from ctx04_core.regular_file import NotRegularFile, read_regular_file
@@ -159,7 +159,7 @@ def test_the_renderer_refuses_a_file_that_became_a_fifo(tmp_path: Path) -> None:
 
 # --- forked workers under a warm server -------------------------------------------------
 
-# A refresh forks its parse workers only with two CPUs or more (store._outcomes).
+# A refresh forks its parse workers only with two CPUs or more (index.parsing.read_files).
 forks_workers = pytest.mark.skipif(
     len(os.sched_getaffinity(0)) < 2, reason="a refresh forks workers only on two CPUs or more"
 )
@@ -356,7 +356,7 @@ class StuckParser:
 def test_a_worker_that_gives_no_answer_stops_the_refresh_with_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store, "WORKER_ANSWER_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(parsing, "WORKER_ANSWER_TIMEOUT_S", 2.0)
     root = make_git_repo(tmp_path / "repo", MANY_FILES).resolve()
     pm = plugin_manager()
     pm.register(StuckParser("pkg/m100.py"))

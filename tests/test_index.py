@@ -20,8 +20,8 @@ import pytest
 from conftest import make_git_repo
 
 from ctx04_core.hookspecs import hookimpl
-from ctx04_core.index import CodeIndex, IndexUnavailable, RefreshStats
-from ctx04_core.index import store as store_module
+from ctx04_core.index import CodeIndex, IndexUnavailable, RefreshStats, opening, parsing, queries
+from ctx04_core.index import refresh as refresh_module
 from ctx04_core.plugins import plugin_manager
 from ctx04_core.settings import Settings
 from ctx04_core.types import Edge, Node, NodeValues, ParsedFile, Span
@@ -382,7 +382,7 @@ def test_read_api(index: CodeIndex, pm: pluggy.PluginManager) -> None:
 def test_file_nodes_keep_the_most_recently_asked_files_only(
     index: CodeIndex, pm: pluggy.PluginManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_module, "FILE_NODES_CACHED", 2)
+    monkeypatch.setattr(queries, "FILE_NODES_CACHED", 2)
     refresh(index, pm)
 
     for path in ("pkg/store.py", "app.py", "pkg/util.py", "app.py", "pkg/__init__.py"):
@@ -597,7 +597,7 @@ def test_a_held_lock_times_out_with_a_clear_message(
     repo: Path, tmp_path: Path, pm: pluggy.PluginManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     index = CodeIndex.open(repo, tmp_path / "index")
-    monkeypatch.setattr(store_module, "LOCK_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(opening, "LOCK_TIMEOUT_S", 0.2)
     try:
         with open(index.path.with_name("index.sqlite3.lock"), "a+b") as other:
             fcntl.flock(other, fcntl.LOCK_EX)
@@ -615,7 +615,7 @@ def test_a_waiter_outlasts_the_timeout_while_the_holder_makes_progress(
     repo: Path, tmp_path: Path, pm: pluggy.PluginManager, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     index = CodeIndex.open(repo, tmp_path / "index")
-    monkeypatch.setattr(store_module, "LOCK_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(opening, "LOCK_TIMEOUT_S", 0.3)
     lock = index.path.with_name("index.sqlite3.lock")
     released = threading.Event()
     holding = threading.Event()
@@ -713,7 +713,7 @@ def test_a_same_size_edit_with_the_old_mtime_restored_is_parsed_again(
     if settled:
         # Older than the racy window when first read: only the stat decides,
         # and the ctime (which no one can set back) tells the edit apart.
-        time.sleep(store_module.RACY_NS / 1e9 + 0.1)
+        time.sleep(refresh_module.RACY_NS / 1e9 + 0.1)
     refresh(index, pm)
     recorder.seen.clear()
     before = target.stat()
@@ -818,7 +818,7 @@ def _stored(path: Path) -> list[list[tuple[object, ...]]]:
 def test_files_parsed_in_worker_processes_are_stored_as_parsed_one_by_one(
     tmp_path: Path,
 ) -> None:
-    count = store_module.PARALLEL_MIN_FILES + 40
+    count = parsing.PARALLEL_MIN_FILES + 40
     files = {
         f"pkg{i % 7}/mod{i}.py": f'"""Module {i}."""\nfrom pkg0.mod0 import helper0\n\n\n'
         f"class Store{i}:\n    \"\"\"Keeps record {i}.\"\"\"\n\n"

@@ -8,6 +8,8 @@ The Python parser behind it is the ``python`` plugin in
 ``parse_file`` hook.
 """
 
-from ctx04_core.index.store import CodeIndex, IndexUnavailable, RefreshStats
+from ctx04_core.index.opening import IndexUnavailable
+from ctx04_core.index.refresh import RefreshStats
+from ctx04_core.index.store import CodeIndex
 
 __all__ = ["CodeIndex", "IndexUnavailable", "RefreshStats"]
