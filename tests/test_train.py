@@ -121,3 +121,35 @@ def test_the_choice_keeps_what_the_weighted_order_does_well() -> None:
     careful = result("lambdarank", RankFusion(5, 1), mrr=0.02, file_acc_10=-0.01)
     assert chosen([weighted, bold, careful]) == (careful, True)
     assert chosen([weighted, bold]) == (bold, False)
+
+
+def test_a_task_whose_recall_found_nothing_counts_as_a_miss() -> None:
+    from ctx04_core.bench.gold import Gold
+    from ctx04_core.ranking.fit import cross_validate
+    from ctx04_core.ranking.table import Labels, TaskRows
+
+    def task(name: str, repo: str, size: int) -> TaskRows:
+        candidates = tuple(
+            Candidate(Span(f"{name}.py", 10 * i + 1, 10 * i + 5), "function", f"{name}.f{i}",
+                      ("ripgrep",))
+            for i in range(size)
+        )
+        rows = tuple(tuple(float((i + j) % 3) for j in range(len(FEATURES)))
+                     for i in range(size))
+        labels = tuple(Labels(i == 0, i == 0, True) for i in range(size))
+        return TaskRows(name, repo, candidates, rows, labels)
+
+    tasks = [task("a", "r/one", 4), task("b", "r/two", 4), task("c", "r/three", 4),
+             task("empty", "r/three", 0)]
+    golds = {
+        t.instance_id: Gold.from_json({
+            "files": [f"{t.instance_id}.py"], "lines": {f"{t.instance_id}.py": [2]},
+            "symbols": [{"path": f"{t.instance_id}.py", "qualname": f"{t.instance_id}.f0",
+                         "kind": "function", "region": [[1, 5]]}],
+        })
+        for t in tasks
+    }
+    for learner in ("weighted", "logistic", "lambdarank"):
+        for result in cross_validate(learner, tasks, golds):
+            assert set(result.per_task["empty"].values()) == {0.0}
+            assert result.per_task["a"]["file_acc@1"] == 1.0

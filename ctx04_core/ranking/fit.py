@@ -103,14 +103,19 @@ def fit_lambdarank(tasks: Sequence[TaskRows]) -> tuple[Scorer, Any]:
     import lightgbm
     import numpy as np
 
-    x = np.array([row for task in tasks for row in task.rows], dtype=np.float64)
-    y = np.array([relevance(label) for task in tasks for label in task.labels])
+    # A task whose recall found nothing has no ranking to learn from (and
+    # LightGBM refuses an empty query group); it still counts in the CV.
+    ranked = [task for task in tasks if task.rows]
+    x = np.array([row for task in ranked for row in task.rows], dtype=np.float64)
+    y = np.array([relevance(label) for task in ranked for label in task.labels])
     data = lightgbm.Dataset(
-        x, y, group=[len(task.rows) for task in tasks], feature_name=list(FEATURES)
+        x, y, group=[len(task.rows) for task in ranked], feature_name=list(FEATURES)
     )
     booster = lightgbm.train(LAMBDARANK, data, num_boost_round=LAMBDARANK_ROUNDS)
 
     def scorer(rows: Sequence[tuple[float, ...]]) -> list[float]:
+        if not rows:
+            return []
         return [float(v) for v in booster.predict(np.array(rows, dtype=np.float64),
                                                    raw_score=True)]
 
