@@ -22,12 +22,12 @@ plugin whose removal changes no metric beyond noise is to be deleted.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ctx04_core.bench.jsonl import json_lines
 from ctx04_core.bench.metrics import METRICS, Summary, summarise
 
 RETRIEVAL = (
@@ -53,20 +53,8 @@ class RecordsError(ValueError):
 
 
 def load_records(path: Path) -> list[dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise RecordsError(f"cannot read {path}: {err.strerror or err}") from err
-    except UnicodeDecodeError as err:
-        raise RecordsError(f"{path}: not UTF-8 ({err})") from err
     records = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise RecordsError(f"{path}:{number}: not JSON ({err})") from err
+    for number, record in json_lines(path, RecordsError):
         if not isinstance(record, dict) or not isinstance(record.get("metrics"), dict):
             raise RecordsError(f"{path}:{number}: not a ctx04 eval record")
         missing = [m for m in METRICS if m not in record["metrics"]]

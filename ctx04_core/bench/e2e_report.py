@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ctx04_core.bench.e2e import ARMS, CALLS, SCHEMA, SKIPPED
+from ctx04_core.bench.jsonl import json_lines, read_text
 
 REPORT_SCHEMA = "ctx04.e2e-report.v1"
 REPORT = "e2e-report.json"
@@ -52,13 +53,7 @@ class ReportError(ValueError):
 def load_calls(run_dir: Path) -> list[dict[str, Any]]:
     path = run_dir / CALLS
     records = []
-    for number, line in enumerate(_text(path).splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise ReportError(f"{path}:{number}: not JSON ({err})") from err
+    for number, record in json_lines(path, ReportError):
         if not isinstance(record, dict) or record.get("schema") != SCHEMA:
             raise ReportError(f"{path}:{number}: not a {SCHEMA} record")
         records.append(record)
@@ -70,7 +65,7 @@ def load_calls(run_dir: Path) -> list[dict[str, Any]]:
 def load_resolved(path: Path) -> tuple[set[str], set[str] | None]:
     """A harness report's resolved ids, and its submitted ids when it lists them."""
     try:
-        data = json.loads(_text(path))
+        data = json.loads(read_text(path, ReportError))
     except json.JSONDecodeError as err:
         raise ReportError(f"{path}: not JSON ({err})") from err
     resolved = _ids(data.get("resolved_ids") if isinstance(data, dict) else None)
@@ -159,7 +154,7 @@ def _partition(
 def load_report(path: Path) -> dict[str, Any]:
     """An e2e report written by ``ctx04 e2e report``."""
     try:
-        data = json.loads(_text(path))
+        data = json.loads(read_text(path, ReportError))
     except json.JSONDecodeError as err:
         raise ReportError(f"{path}: not JSON ({err})") from err
     if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA or not isinstance(
@@ -192,12 +187,3 @@ def _ids(value: object) -> set[str] | None:
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return set(value)
     return None
-
-
-def _text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ReportError(f"cannot read {path}: {err.strerror or err}") from err
-    except UnicodeDecodeError as err:
-        raise ReportError(f"{path}: not UTF-8 ({err})") from err
