@@ -27,6 +27,7 @@ from __future__ import annotations
 from itertools import chain, zip_longest
 
 from ctx04_core.hookspecs import hookimpl
+from ctx04_core.index.queries import Matches
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.types import Candidate, Diagnostic, Query, Recall
@@ -40,13 +41,7 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
     matches = repo.index.search_descriptions(
         text, settings.apidesc_limit, settings.search_postings_budget
     )
-    candidates = tuple(
-        Candidate(
-            span=node.span, kind=node.kind, qualname=node.qualname, sources=(SOURCE,),
-            recall_score=score,
-        )
-        for node, score in matches.found
-    )
+    candidates = tuple(_found(matches, SOURCE))
     described, omitted = described_candidates(query, repo, settings)
     return Recall(
         source=SOURCE, candidates=candidates + described,
@@ -71,13 +66,7 @@ def described_candidates(
             description.text, limit, settings.search_postings_budget
         )
         omitted.update(dict.fromkeys(matches.omission(description.source)))
-        per_description.append([
-            Candidate(
-                span=node.span, kind=node.kind, qualname=node.qualname,
-                sources=(description.source,), recall_score=score,
-            )
-            for node, score in matches.found
-        ])
+        per_description.append(_found(matches, description.source))
     found: dict[tuple[object, ...], Candidate] = {}
     for candidate in chain.from_iterable(zip_longest(*per_description)):
         if candidate is None:
@@ -86,3 +75,15 @@ def described_candidates(
         if key not in found and len(found) < limit:
             found[key] = candidate
     return tuple(found.values()), tuple(omitted)
+
+
+def _found(matches: Matches, source: str) -> list[Candidate]:
+    """The matched definitions as candidates of ``source``, best first, each with
+    its description score as ``recall_score``."""
+    return [
+        Candidate(
+            span=node.span, kind=node.kind, qualname=node.qualname, sources=(source,),
+            recall_score=score,
+        )
+        for node, score in matches.found
+    ]
