@@ -1,7 +1,8 @@
 """Assembly by value (issue 22): the "signatures" slice first, then whole bodies
-of the leading functions whose score is near the best, each only when it fits
-beside everything planned, so the slice names the same places and shows more
-of the lines to edit; the plan never hands assemble more than fits."""
+of the leading functions (of a type: its own lines) whose score is near the
+best, each only when it fits beside everything planned, so the slice names
+the same places and shows more of the lines to edit; the plan never hands
+assemble more than fits."""
 
 from __future__ import annotations
 
@@ -141,3 +142,27 @@ def test_the_json_says_how_each_candidate_was_shown(tmp_path: Path) -> None:
 def test_an_unknown_slice_shape_is_refused() -> None:
     with pytest.raises(SettingsError, match="slice_shape is one of value, signatures"):
         Settings(slice_shape="everything")
+
+
+def test_a_leading_class_is_shown_as_its_own_lines_its_methods_stay_candidates(
+    shop: Repo,
+) -> None:
+    # Cart ranks second near the best: its own lines whole (header,
+    # docstring, the blank lines between its methods, where a new one would
+    # go), not its methods, which are candidates of their own; round_money
+    # scores under value_score_share of the best: its signature.
+    order = ranked(
+        shop, ("shop.cart.Cart.total", 10.0), ("shop.cart.Cart", 5.0),
+        ("shop.pricing.round_money", 2.0),
+    )
+    context = sliced(shop, order, 4000)
+    assert shown(context) == [
+        ("shop.cart.Cart.total", "whole", [41, 42, 43, 44, 45, 46], True),
+        ("shop.cart.Cart", "whole", [20, 21, 22, 27, 33, 36, 40], True),
+        ("shop.pricing.round_money", "signature", [12], True),
+    ]
+    assert context.tokens == 204
+    # Room for the signatures but not Cart's own lines: its signature.
+    context = sliced(shop, order, 200)
+    assert shown(context)[1] == ("shop.cart.Cart", "signature", [20], True)
+    assert context.tokens == 176
