@@ -197,6 +197,39 @@ def test_a_rank_fusion_meets_the_model_and_the_weighted_order_halfway() -> None:
     assert [(r.candidate, r.model_score) for r in learned] == [(B, 3.0), (A, 1.0), (C, 2.0)]
 
 
+def test_a_learned_order_keeps_the_files_the_weighted_order_names() -> None:
+    from ctx04_core.ranking.file_cover import keep_weighted_files
+
+    # A pool in weighted order over files x y z x y; the model's first 3 are
+    # x, y, x: z, the weighted third, is out. It comes back (its best
+    # candidate, 2) in place of the last candidate of a file with two there
+    # (x's 0), which follows with the rest.
+    paths = ["x", "y", "z", "x", "y"]
+    assert keep_weighted_files([3, 4, 0, 1, 2], paths, 3) == [3, 4, 2, 0, 1]
+    # Every weighted file already there: the order is unchanged.
+    assert keep_weighted_files([3, 4, 2, 0, 1], paths, 3) == [3, 4, 2, 0, 1]
+    # x, y and z are the weighted first 3; the model's first 2 (x, y) have
+    # no candidate to spare for z.
+    assert keep_weighted_files([3, 4, 0, 1, 2], paths, 2) == [3, 4, 0, 1, 2]
+    # Two files missing, two to spare: both back, in weighted order.
+    paths = ["a", "b", "c", "d", "d", "d"]
+    assert keep_weighted_files([3, 4, 5, 0, 1, 2], paths, 4) == [3, 0, 1, 2, 4, 5]
+
+
+def test_the_fuse_stage_keeps_the_weighted_files_in_its_top_k() -> None:
+    b2 = Candidate(Span("b.py", 5, 6), "function", "b.py.g", ("test",))
+    signals = [Signal("bm25", (1.0, 4.0, 2.0, 3.5), 1.0), Signal("tested", (9.0, 0, 0, 0), 1.0)]
+    # Weighted: A 10, B 4, b2 3.5, C 2. The model reads bm25 alone: B, b2,
+    # C, A; its first 2 are both b.py, and a.py, weighted first, comes back
+    # in place of b2.
+    model = model_from_json(linear(["bm25.value"], [1.0]))
+    learned = fuse((A, B, C, b2), signals, Settings(top_k=2), model=model)
+    assert [(r.candidate, r.rank, r.model_score) for r in learned] == [(B, 1, 4.0), (A, 2, 1.0)]
+    assert [r.candidate for r in fuse((A, B, C, b2), signals, Settings(top_k=4), model=model)] == [
+        B, b2, C, A,
+    ]
+
+
 def test_fusion_is_weighted_or_learned() -> None:
     with pytest.raises(SettingsError) as caught:
         Settings(fusion="best")

@@ -78,7 +78,7 @@ def test_train_writes_the_same_model_twice(pools: tuple[Path, Path, dict[str, st
     assert model["learner"] in ("logistic", "lambdarank")
     report = (tmp / "cv1.md").read_text()
     rows = [line.split(" | ")[:2] for line in report.splitlines() if line.startswith("| acme/")]
-    fused = [f"rank fusion k={k} w={w}" for k, w in ((5, 1), (5, 2), (20, 2), (5, 4))]
+    fused = [f"rank fusion k={k} w={w}" for k, w in ((5, 0.5), (5, 1), (5, 2), (20, 2), (5, 4))]
     names = ["weighted"] + [
         name for learner in ("logistic", "lambdarank")
         for name in (learner, *(f"{learner} + {fusion}" for fusion in fused))

@@ -21,6 +21,7 @@ from typing import Any
 from ctx04_core.bench.gold import Gold
 from ctx04_core.bench.metrics import RankedItem, ranking_metrics
 from ctx04_core.ranking.features import FEATURES
+from ctx04_core.ranking.file_cover import keep_weighted_files
 from ctx04_core.ranking.lightgbm_export import model_json
 from ctx04_core.ranking.model import FORMAT, LINEAR, VERSION, RankFusion
 from ctx04_core.ranking.table import Labels, TaskRows
@@ -34,10 +35,16 @@ Fitter = Callable[[Sequence[TaskRows]], tuple[Scorer, dict[str, Any]]]
 # chosen without recall@k in the guard lost recall@1 on dev.
 TOP_K = 20
 CV_LINE_RECALL_KS = (1, 3, 5, 10)
+# file_recall@TOP_K (the share of gold files among the leading candidates'
+# files) is the slice's file recall as a ranking offers it: a learned order
+# that gathers its first twenty in fewer files names fewer places (the
+# model chosen without it lost the slice's file recall on dev, 0.725 ->
+# 0.669 multilingual).
+FILE_RECALL = f"file_recall@{TOP_K}"
 CV_METRICS = (
     "file_acc@1", "file_acc@5", "file_acc@10", "function_acc@5", "function_acc@10",
     "recall@1", "recall@3", "recall@5", "mrr",
-    *(f"line_recall@{k}" for k in CV_LINE_RECALL_KS),
+    *(f"line_recall@{k}" for k in CV_LINE_RECALL_KS), FILE_RECALL,
 )
 # The model chosen is the one with the best mean of these over the pooled
 # held-out tasks: the file, the function and the lines to change, and how
@@ -51,7 +58,9 @@ CV_NOISE = 0.01
 
 # The fusions of a learner's order with the weighted one that cross-validation
 # tries beside the learner's order alone.
-RANK_FUSIONS = (RankFusion(5, 1), RankFusion(5, 2), RankFusion(20, 2), RankFusion(5, 4))
+RANK_FUSIONS = (
+    RankFusion(5, 0.5), RankFusion(5, 1), RankFusion(5, 2), RankFusion(20, 2), RankFusion(5, 4),
+)
 
 LOGISTIC_L2 = 10.0
 LOGISTIC_STEPS = 30
@@ -167,6 +176,9 @@ def ranked_metrics(task: TaskRows, gold: Gold, order: Sequence[int]) -> dict[str
         for rank, c in enumerate((task.candidates[i] for i in order[:TOP_K]), start=1)
     ]
     values = ranking_metrics(gold, ranked, CV_LINE_RECALL_KS)
+    wanted = set(gold.files)
+    named = wanted.intersection(item.path for item in ranked)
+    values[FILE_RECALL] = len(named) / len(wanted) if wanted else 0.0
     return {m: values[m] for m in CV_METRICS}
 
 
@@ -188,9 +200,11 @@ def cross_validate(
     progress: Callable[[int, int, str], None] | None = None,
 ) -> list[CrossValidation]:
     """Leave one repository out at a time: the learner's own order and each of
-    :data:`RANK_FUSIONS` of it with the weighted order, measured on the
-    held-out pools; ``weighted`` reads the pools as the weighted fusion
-    ordered them. ``progress(done, folds, repository)`` is called before each fold."""
+    :data:`RANK_FUSIONS` of it with the weighted order, each keeping the
+    weighted order's files in its first TOP_K as the fuse stage does
+    (:func:`keep_weighted_files`), measured on the held-out pools;
+    ``weighted`` reads the pools as the weighted fusion ordered them.
+    ``progress(done, folds, repository)`` is called before each fold."""
     by_repo: dict[str, list[TaskRows]] = defaultdict(list)
     for task in tasks:
         by_repo[task.repo].append(task)
@@ -211,8 +225,10 @@ def cross_validate(
         for fusion in fusions:
             found[fusion][repo] = {
                 task.instance_id: ranked_metrics(
-                    task, golds[task.instance_id],
-                    order if fusion is None else order_by(task, fusion.scores(order)),
+                    task, golds[task.instance_id], keep_weighted_files(
+                        order if fusion is None else order_by(task, fusion.scores(order)),
+                        [c.span.path for c in task.candidates], TOP_K,
+                    ),
                 )
                 for task, order in zip(held, model_orders, strict=True)
             }

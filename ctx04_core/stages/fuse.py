@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ctx04_core.ranking.features import KNOWN_SIGNALS, POOL, feature_rows
+from ctx04_core.ranking.file_cover import keep_weighted_files
 from ctx04_core.ranking.model import SHIPPED_MODEL, ModelError, RankingModel, model_at
 from ctx04_core.settings import LEARNED, Settings
 from ctx04_core.types import Candidate, Diagnostic, RankedCandidate, Signal
@@ -71,6 +72,9 @@ def fuse(
     ``CONTRIBUTIONS_KEPT`` largest parts, those signals' among them. A
     model with a ``rank_fusion`` orders by it instead: its own order fused
     with the weighted one (:class:`ctx04_core.ranking.model.RankFusion`).
+    Either way, every file among the weighted order's first ``top_k`` keeps
+    a candidate among the learned order's first ``top_k``
+    (:func:`ctx04_core.ranking.file_cover.keep_weighted_files`).
     """
     chosen = _checked(signals, len(candidates))
     weights = settings.signal_weight_overrides()
@@ -126,6 +130,7 @@ def _learned(
     order = _by_score(model_scores, members)
     if model.rank_fusion is not None:
         order = _by_score(model.rank_fusion.scores(order), members)
+    order = keep_weighted_files(order, [c.span.path for c in members], top_k)
     ranked = []
     for rank, j in enumerate(order[:top_k], start=1):
         i = pool[j]
