@@ -17,7 +17,6 @@ from ctx04_core.index import CodeIndex, RefreshStats
 from ctx04_core.index.schema import is_corruption
 from ctx04_core.paths import nameable
 from ctx04_core.plugins import PluginError, enabled_plugins, given_or_chosen
-from ctx04_core.ranking.model import RankingModel
 from ctx04_core.repository import Repo, git_base, resolve_root
 from ctx04_core.selection import observe, picked_order, shown_ranks
 from ctx04_core.settings import Settings
@@ -39,6 +38,7 @@ from ctx04_core.types import (
     Query,
     RankedCandidate,
     Recall,
+    Signal,
 )
 
 # The source of a signature entry: a definition that a shown line calls.
@@ -298,11 +298,17 @@ def run_stages(
     collect(hook.recall(query=query, repo=repo, settings=settings))
     # The weighted fusion's ranking chooses what to expand, with or without a
     # model: the training pools were expanded that way, and the model then
-    # ranks once, over the final pool.
-    ranked = _ranked(hook, query, merge(recalled, repo), repo, settings, None)
+    # ranks once, over the final pool. When nothing was expanded that pool is
+    # the one already merged and scored, so the model reads its signals.
+    merged = merge(recalled, repo)
+    signals = _signals(hook, query, merged, repo, settings)
+    ranked = fuse(merged, signals, settings)
     expanded = collect(hook.expand(query=query, ranked=tuple(ranked), repo=repo, settings=settings))
+    if expanded:
+        merged = merge(recalled, repo)
+        signals = _signals(hook, query, merged, repo, settings)
     if expanded or model is not None:
-        ranked = _ranked(hook, query, merge(recalled, repo), repo, settings, model)
+        ranked = fuse(merged, signals, settings, task_text=query.task_text, model=model)
     excerpts: list[Excerpt] | None = hook.prune(
         query=query, ranked=tuple(ranked), repo=repo, settings=settings
     )
@@ -440,17 +446,12 @@ def _unnameable(path: str) -> Diagnostic:
     return Diagnostic("excluded", "file name is not valid UTF-8", escaped(path)[0])
 
 
-def _ranked(
-    hook: Any, query: Query, merged: tuple[Candidate, ...], repo: Repo, settings: Settings,
-    model: RankingModel | None,
-) -> list[RankedCandidate]:
-    """Every plugin's signals over the merged candidates, fused (by ``model``
-    when the learned fusion has one): the best ``top_k``."""
+def _signals(
+    hook: Any, query: Query, merged: tuple[Candidate, ...], repo: Repo, settings: Settings
+) -> list[Signal]:
+    """Every plugin's signals over the merged candidates."""
     contributed = hook.signals(query=query, candidates=merged, repo=repo, settings=settings)
-    return fuse(
-        merged, (s for found in contributed for s in found or ()), settings,
-        task_text=query.task_text, model=model,
-    )
+    return [s for found in contributed for s in found or ()]
 
 
 def _with_dependences(hook: Any, excerpt: Excerpt, repo: Repo, settings: Settings) -> Excerpt:

@@ -51,6 +51,14 @@ SHIPPED_MODEL = Path(__file__).with_name("model.json")
 _ZERO = 1.0000000180025095e-35
 
 
+# A tree without missing rules as RankingModel's loops read it: split_feature,
+# threshold, left, right, leaf_value and Tree.changes.
+_PlainTree = tuple[
+    tuple[int, ...], tuple[float, ...], tuple[int, ...], tuple[int, ...], tuple[float, ...],
+    tuple[tuple[float, ...], tuple[float, ...]],
+]
+
+
 class ModelError(ValueError):
     """A ranking model file that cannot be used; the message is one line."""
 
@@ -79,26 +87,25 @@ class Tree:
     def output(self, values: Sequence[float]) -> float:
         """The value of the leaf the values reach."""
         node = self._root()
-        if self.no_missing_rule:
-            # A fitted ensemble's usual case, and the fuse stage's hot loop
-            # (hundreds of trees for each of hundreds of candidates): the
-            # split rule inlined, NaN read as 0 as _goes_left reads it.
-            split_feature, threshold = self.split_feature, self.threshold
-            left, right = self.left, self.right
-            while node >= 0:
-                value = values[split_feature[node]]
-                if value != value:
-                    value = 0.0
-                node = left[node] if value <= threshold[node] else right[node]
-            return self.leaf_value[~node]
         while node >= 0:
             node = self._child(node, values)
         return self.leaf_value[~node]
 
     @cached_property
     def no_missing_rule(self) -> bool:
-        """Every split's missing rule is "none": a value goes left iff ``<= threshold``."""
+        """Every split's missing rule is "none": a value goes left iff ``<= threshold``
+        (a NaN read as 0)."""
         return all(rule == "none" for rule in self.missing)
+
+    @cached_property
+    def changes(self) -> tuple[tuple[float, ...], tuple[float, ...]]:
+        """Per split node, the change of value to its left child and to its right:
+        what the attribution credits to the node's split feature."""
+        nodes = range(len(self.split_feature))
+        return (
+            tuple(self.value(self.left[node]) - self.value(node) for node in nodes),
+            tuple(self.value(self.right[node]) - self.value(node) for node in nodes),
+        )
 
     def value(self, child: int) -> float:
         """A split node's or a leaf's value, by child index."""
@@ -165,8 +172,18 @@ class RankingModel:
             return total
         # LightGBM sums the trees from 0, then adds any initial score.
         total = 0.0
-        for tree in self.trees:
-            total += tree.output(values)
+        if self._plain_trees is None:
+            for tree in self.trees:
+                total += tree.output(values)
+            return total + self.bias
+        # The fuse stage's hot loop (hundreds of trees for each of hundreds of
+        # candidates): the split rule inlined over local arrays.
+        values = [0.0 if value != value else value for value in values]
+        for split_feature, threshold, left, right, leaf_value, _ in self._plain_trees:
+            node = 0 if split_feature else ~0
+            while node >= 0:
+                node = left[node] if values[split_feature[node]] <= threshold[node] else right[node]
+            total += leaf_value[~node]
         return total + self.bias
 
     def contributions(self, row: Sequence[float]) -> tuple[tuple[str, float], ...]:
@@ -179,12 +196,40 @@ class RankingModel:
         values = [row[c] for c in self.columns]
         if self.kind == LINEAR:
             moved = [weight * value for weight, value in zip(self.weights, values, strict=True)]
-        else:
+        elif self._plain_trees is None:
             moved = [0.0] * len(self.features)
             for tree in self.trees:
                 for node, child in tree.path(values):
                     moved[tree.split_feature[node]] += tree.value(child) - tree.value(node)
+        else:
+            # As score's loop, crediting each split with the change Tree.changes holds.
+            moved = [0.0] * len(self.features)
+            values = [0.0 if value != value else value for value in values]
+            for split_feature, threshold, left, right, _, (to_left, to_right) in self._plain_trees:
+                node = 0 if split_feature else ~0
+                while node >= 0:
+                    feature = split_feature[node]
+                    if values[feature] <= threshold[node]:
+                        moved[feature] += to_left[node]
+                        node = left[node]
+                    else:
+                        moved[feature] += to_right[node]
+                        node = right[node]
         return tuple(sorted(zip(self.features, moved, strict=True), key=lambda c: -abs(c[1])))
+
+    @cached_property
+    def _plain_trees(self) -> tuple[_PlainTree, ...] | None:
+        """When no split has a missing rule (the shipped model has none), each
+        tree's arrays, read without an attribute look-up: a value then goes
+        left iff ``<= threshold``, a NaN read as 0, so NaNs are replaced once
+        per row instead of checked at each split."""
+        if not all(tree.no_missing_rule for tree in self.trees):
+            return None
+        return tuple(
+            (tree.split_feature, tree.threshold, tree.left, tree.right, tree.leaf_value,
+             tree.changes)
+            for tree in self.trees
+        )
 
 
 def load_model(path: Path) -> RankingModel:
