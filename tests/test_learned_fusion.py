@@ -361,5 +361,5 @@ def test_the_shipped_model_reads_todays_features() -> None:
     # A renamed or dropped feature would make the shipped file unusable and
     # every learned retrieval fall back: it must load as trained.
     model = load_model(SHIPPED_MODEL)
-    assert (model.kind, model.rank_fusion) == ("trees", RankFusion(5.0, 2.0))
+    assert (model.kind, model.rank_fusion) == ("trees", RankFusion(5.0, 1.0))
     assert len(model.trees) == 200
