@@ -135,8 +135,9 @@ def signals(
 ) -> list[Signal] | None:
     """Score the merged candidates on named pieces of ranking evidence.
 
-    Called once per retrieval on every enabled plugin, after merge, with the
-    merged candidates in a deterministic order; collected. Each returned
+    Called on every enabled plugin after merge, with the merged candidates
+    in a deterministic order; collected: once per retrieval, and once more
+    over the grown pool when :func:`expand` proposed candidates. Each returned
     :class:`~ctx04_core.types.Signal` holds one value per candidate, in the
     order given, and a default weight. The core fuses every signal into one
     score (``ctx04_core.stages.fuse``): the sum of the ``add`` signals'
