@@ -104,6 +104,17 @@ def test_train_refuses_what_it_cannot_use(pools: tuple[Path, Path, dict[str, str
     done = ctx04(env, "train", stranger, "--dataset", dataset, "--out", tmp / "m.json")
     assert done.returncode == 2
     assert f"{stranger}:1: 'x__y-1' is in no --dataset" in done.stderr
+    broken = tmp / "broken.jsonl"
+    for text, message in (
+        (lines[0] + "\n{not json\n", f"{broken}:2: not JSON ("),
+        (lines[0] + "\n[1, 2]\n", f"{broken}:2: not a JSON object"),
+        (b"\xff\n", f"{broken}: not UTF-8 ("),
+    ):
+        broken.write_bytes(text if isinstance(text, bytes) else text.encode())
+        done = ctx04(env, "train", broken, "--dataset", dataset, "--out", tmp / "m.json")
+        assert done.returncode == 2
+        assert message in done.stderr
+        assert "Traceback" not in done.stderr
     assert not (tmp / "m.json").exists()
 
 

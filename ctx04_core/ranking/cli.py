@@ -118,23 +118,21 @@ def _texts(datasets: list[Path]) -> tuple[dict[str, str], dict[str, str]]:
     return texts, splits
 
 
+class _PoolsUnreadable(ValueError):
+    """A pools file that cannot be read as JSON Lines."""
+
+
 def _records(path: Path) -> list[tuple[int, dict[str, Any]]]:
     """The JSON objects of a JSON Lines file, with their line numbers."""
+    from ctx04_core.bench.jsonl import json_lines
+
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        fail(f"cannot read {path}: {getattr(err, 'strerror', None) or err}")
-    found = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as err:
-            fail(f"{path}:{number}: not JSON ({err.msg})")
+        found = list(json_lines(path, _PoolsUnreadable))
+    except _PoolsUnreadable as err:
+        fail(str(err))
+    for number, value in found:
         if not isinstance(value, dict):
             fail(f"{path}:{number}: not a JSON object")
-        found.append((number, value))
     return found
 
 
