@@ -166,3 +166,23 @@ def test_a_leading_class_is_shown_as_its_own_lines_its_methods_stay_candidates(
     context = sliced(shop, order, 200)
     assert shown(context)[1] == ("shop.cart.Cart", "signature", [20], True)
     assert context.tokens == 176
+
+
+def test_past_value_ranks_a_body_in_the_leading_file_is_whole(shop: Repo) -> None:
+    # value_ranks 1: only the leader's rank counts, but Cart.add shares
+    # total's file and scores half the best: whole; apply_discount scores
+    # 0.4 of the best in another file: its signature, as round_money (0.2).
+    order = ranked(
+        shop, ("shop.cart.Cart.total", 10.0), ("shop.pricing.apply_discount", 4.0),
+        ("shop.pricing.round_money", 2.0), ("shop.cart.Cart.add", 5.0),
+    )
+    settings = Settings(slice_shape="value", value_ranks=1)
+    query = build_query(TASK, names=shop.index.names(), settings=settings)
+    excerpts = prune(query=query, ranked=order, repo=shop, settings=settings)
+    assert [(e.ranked.candidate.qualname, e.shown_as, [n for n, _ in e.lines])
+            for e in excerpts] == [
+        ("shop.cart.Cart.total", "whole", [41, 42, 43, 44, 45, 46]),
+        ("shop.pricing.apply_discount", "signature", [6]),
+        ("shop.pricing.round_money", "signature", [12]),
+        ("shop.cart.Cart.add", "whole", [28, 29, 30, 31, 32]),
+    ]
