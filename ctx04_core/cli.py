@@ -32,6 +32,7 @@ from ctx04_core.bench.cli import (
     running,
 )
 from ctx04_core.bench.cli import register as register_bench_commands
+from ctx04_core.bench.e2e_cli import app as e2e_app
 from ctx04_core.console import fail, stderr
 from ctx04_core.executors import ExecutorKind
 from ctx04_core.ranking.cli import register as register_train_command
@@ -654,6 +655,7 @@ def mcp(
 
 
 register_bench_commands(app)
+app.add_typer(e2e_app)
 register_train_command(app)
 
 

@@ -104,9 +104,6 @@ def register(app: typer.Typer) -> None:
     app.command("eval")(eval_command)
     app.command("ab")(ab_command)
     app.command("ablate")(ablate_command)
-    from ctx04_core.bench.e2e_cli import app as e2e_app
-
-    app.add_typer(e2e_app)
 
 
 def eval_command(
