@@ -9,8 +9,9 @@ among its first k and the learned one pushed out comes back: its best
 candidate in the learned order takes the place of the last candidate, among
 the first k, of a file that has more than one there. Leave-one-repository-out
 on the training pools, this lifts the share of gold files among the first 20
-above the weighted order's (0.747 -> 0.773 for the order fused k 5, w 2;
-weighted 0.767) and costs the other ranking metrics at most 0.004.
+above the weighted order's (0.756 -> 0.773 for the shipped model's order,
+lambdarank fused k 5, w 1; weighted 0.767) and lowers no other ranking
+metric of that order by more than 0.001.
 """
 
 from __future__ import annotations
