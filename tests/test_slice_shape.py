@@ -19,7 +19,7 @@ from ctx04_core.settings import Settings, SettingsError
 from ctx04_core.stages.assemble import assemble
 from ctx04_core.stages.prune import prune
 from ctx04_core.stages.query import build_query
-from ctx04_core.types import Candidate, ContextSlice, RankedCandidate
+from ctx04_core.types import Candidate, ContextSlice, Excerpt, RankedCandidate
 
 TASK = (
     "Cart.total is wrong with a coupon: the rate of the coupon code is applied to the "
@@ -44,10 +44,15 @@ def ranked(repo: Repo, *order: tuple[str, float]) -> tuple[RankedCandidate, ...]
     )
 
 
+def pruned(repo: Repo, order: tuple[RankedCandidate, ...], settings: Settings) -> list[Excerpt]:
+    """The prune stage's excerpts of ``order`` for TASK."""
+    query = build_query(TASK, names=repo.index.names(), settings=settings)
+    return prune(query=query, ranked=order, repo=repo, settings=settings)
+
+
 def sliced(repo: Repo, order: tuple[RankedCandidate, ...], budget: int) -> ContextSlice:
     settings = Settings(slice_shape="value", budget_tokens=budget)
-    query = build_query(TASK, names=repo.index.names(), settings=settings)
-    excerpts = prune(query=query, ranked=order, repo=repo, settings=settings)
+    excerpts = pruned(repo, order, settings)
     return assemble(excerpts=tuple(excerpts), diagnostics=(), repo=repo, settings=settings)
 
 
@@ -99,8 +104,7 @@ def test_bodies_near_the_best_score_are_whole_while_they_fit(shop: Repo) -> None
     assert context.tokens == 282
     # Past value_ranks a body stays a signature whatever its score.
     limited = Settings(slice_shape="value", value_ranks=3)
-    query = build_query(TASK, names=shop.index.names(), settings=limited)
-    shapes = [e.shown_as for e in prune(query=query, ranked=order, repo=shop, settings=limited)]
+    shapes = [e.shown_as for e in pruned(shop, order, limited)]
     assert shapes == ["whole", "whole", "signature", "signature"]
 
 
@@ -121,9 +125,7 @@ def test_a_leader_too_large_for_the_budget_falls_back_to_its_best_lines(shop: Re
 def test_a_body_past_the_length_cap_stays_a_signature(shop: Repo) -> None:
     order = ranked(shop, ("shop.cart.Cart.add", 10.0), ("shop.cart.Cart.total", 9.0))
     for cap, total_shown in ((None, "whole"), (6, "whole"), (5, "signature")):
-        settings = Settings(slice_shape="value", whole_body_max_lines=cap)
-        query = build_query(TASK, names=shop.index.names(), settings=settings)
-        excerpts = prune(query=query, ranked=order, repo=shop, settings=settings)
+        excerpts = pruned(shop, order, Settings(slice_shape="value", whole_body_max_lines=cap))
         # total has six own lines; the leader is whole as in "signatures".
         assert [e.shown_as for e in excerpts] == ["whole", total_shown]
 
@@ -176,9 +178,7 @@ def test_past_value_ranks_a_body_in_the_leading_file_is_whole(shop: Repo) -> Non
         shop, ("shop.cart.Cart.total", 10.0), ("shop.pricing.apply_discount", 4.0),
         ("shop.pricing.round_money", 2.0), ("shop.cart.Cart.add", 5.0),
     )
-    settings = Settings(slice_shape="value", value_ranks=1)
-    query = build_query(TASK, names=shop.index.names(), settings=settings)
-    excerpts = prune(query=query, ranked=order, repo=shop, settings=settings)
+    excerpts = pruned(shop, order, Settings(slice_shape="value", value_ranks=1))
     assert [(e.ranked.candidate.qualname, e.shown_as, [n for n, _ in e.lines])
             for e in excerpts] == [
         ("shop.cart.Cart.total", "whole", [41, 42, 43, 44, 45, 46]),
