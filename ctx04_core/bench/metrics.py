@@ -153,8 +153,8 @@ def score(gold: Gold, answer: Answer, covered: Covered) -> dict[str, float]:
     values = ranking_metrics(gold, ranked)
     for k in FUNCTION_ACC_KS:
         values[f"function_acc_read@{k}"] = float(gold_symbols <= set(read[:k]))
-    values["required_file_recall"] = _share(set(gold.files), {r.path for r in included})
-    values["required_symbol_recall"] = _share(gold_symbols, {r.symbol for r in included})
+    values["required_file_recall"] = share(set(gold.files), {r.path for r in included})
+    values["required_symbol_recall"] = share(gold_symbols, {r.symbol for r in included})
     values["line_recall"] = line_recall(
         gold, ((part.path, n) for part in answer.shown for n in part.lines)
     )
@@ -179,7 +179,7 @@ def ranking_metrics(
     for k in FUNCTION_ACC_KS:
         values[f"function_acc@{k}"] = float(gold_symbols <= set(symbols[:k]))
     for k in RECALL_KS:
-        values[f"recall@{k}"] = _share(gold_symbols, {r.symbol for r in ranked[:k]})
+        values[f"recall@{k}"] = share(gold_symbols, {r.symbol for r in ranked[:k]})
     first = next((r.rank for r in ranked if r.symbol in gold_symbols), None)
     values["mrr"] = 1.0 / first if first else 0.0
     for k in line_ks:
@@ -233,7 +233,8 @@ def _distinct(items: Iterable[Any]) -> list[Any]:
     return list(dict.fromkeys(items))
 
 
-def _share(gold: set[Any], found: set[Any]) -> float:
+def share(gold: set[Any], found: set[Any]) -> float:
+    """The share of ``gold`` in ``found``; 0 when there is no gold."""
     return len(gold & found) / len(gold) if gold else 0.0
 
 

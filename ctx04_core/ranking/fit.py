@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctx04_core.bench.gold import Gold
-from ctx04_core.bench.metrics import RankedItem, ranking_metrics
+from ctx04_core.bench.metrics import RankedItem, ranking_metrics, share
 from ctx04_core.ranking.features import FEATURES
 from ctx04_core.ranking.file_cover import keep_weighted_files
 from ctx04_core.ranking.lightgbm_export import model_json
@@ -176,9 +176,7 @@ def ranked_metrics(task: TaskRows, gold: Gold, order: Sequence[int]) -> dict[str
         for rank, c in enumerate((task.candidates[i] for i in order[:TOP_K]), start=1)
     ]
     values = ranking_metrics(gold, ranked, CV_LINE_RECALL_KS)
-    wanted = set(gold.files)
-    named = wanted.intersection(item.path for item in ranked)
-    values[FILE_RECALL] = len(named) / len(wanted) if wanted else 0.0
+    values[FILE_RECALL] = share(set(gold.files), {item.path for item in ranked})
     return {m: values[m] for m in CV_METRICS}
 
 

@@ -173,9 +173,9 @@ def _value_shape(
     shapes: list[_Shapes], ranked: tuple[RankedCandidate, ...], repo: Repo, settings: Settings
 ) -> list[Excerpt]:
     """The ``"signatures"`` slice (its whole leader pruned when the body does not
-    fit), then whole bodies of the leading functions and methods with a score
-    near the best, in rank order, while what each adds fits what is left of
-    the budgets."""
+    fit), then whole bodies of the definitions within ``value_ranks`` or in the
+    first candidate's file with a score near the best, in rank order, while
+    what each adds fits what is left of the budgets."""
     excerpts = _signatures_shape(shapes, ranked, settings)
     room = _Room(repo, settings)
     for i, shape in enumerate(shapes):
