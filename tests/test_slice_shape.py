@@ -122,6 +122,26 @@ def test_a_leader_too_large_for_the_budget_falls_back_to_its_best_lines(shop: Re
         assert context.tokens <= budget
 
 
+def test_headings_that_run_out_still_leave_the_planned_bodies_whole(shop: Repo) -> None:
+    # 160 heading bytes hold two headings (total's 73, add's about 70): the
+    # plan stops at round_money, but add's body costs tokens, not headings,
+    # and is whole; what the plan could not hold is assemble's to cut.
+    order = ranked(
+        shop, ("shop.cart.Cart.total", 10.0), ("shop.cart.Cart.add", 5.0),
+        ("shop.pricing.round_money", 2.0), ("shop.pricing.apply_discount", 4.0),
+    )
+    settings = Settings(slice_shape="value", max_reference_bytes=160)
+    excerpts = pruned(shop, order, settings)
+    context = assemble(excerpts=tuple(excerpts), diagnostics=(), repo=shop, settings=settings)
+    assert shown(context) == [
+        ("shop.cart.Cart.total", "whole", [41, 42, 43, 44, 45, 46], True),
+        ("shop.cart.Cart.add", "whole", [28, 29, 30, 31, 32], True),
+        ("shop.pricing.round_money", "signature", [12], False),
+        ("shop.pricing.apply_discount", "signature", [6], False),
+    ]
+    assert context.tokens == 213
+
+
 def test_a_body_past_the_length_cap_stays_a_signature(shop: Repo) -> None:
     order = ranked(shop, ("shop.cart.Cart.add", 10.0), ("shop.cart.Cart.total", 9.0))
     for cap, total_shown in ((None, "whole"), (6, "whole"), (5, "signature")):

@@ -178,17 +178,22 @@ def _value_shape(
     what each adds fits what is left of the budgets."""
     excerpts = _signatures_shape(shapes, ranked, settings)
     room = _Room(repo, settings)
+    planned = 0
     for i, shape in enumerate(shapes):
         if room.take(excerpts[i]):
+            planned += 1
             continue
         if excerpts[i].shown_as == WHOLE and room.take(pruned := shape.pruned()):
             excerpts[i] = pruned  # a leader too large for what is left: its best lines
+            planned += 1
             continue
-        # Past a budget the rest is assemble's to cut and name: nothing is added.
-        return excerpts
+        # Past a budget the rest is assemble's to cut and name. The planned
+        # entries may still grow into bodies: the budget that ran out may be
+        # one a body does not spend (the headings of long paths).
+        break
     best = max((r.score for r in ranked), default=0.0)
     leading_file = ranked[0].candidate.span.path if ranked else None
-    for i, shape in enumerate(shapes):
+    for i, shape in enumerate(shapes[:planned]):
         if excerpts[i].shown_as != WHOLE and _worth_whole(shape, best, leading_file, settings):
             whole = shape.whole()
             if room.replace(excerpts[i], whole):
