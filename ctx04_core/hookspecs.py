@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import pluggy
 
 if TYPE_CHECKING:
+    from ctx04_core.memo import RetrievalMemo
     from ctx04_core.repository import Repo
     from ctx04_core.settings import Settings
     from ctx04_core.types import (
@@ -131,7 +132,11 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
 
 @hookspec
 def signals(
-    query: Query, candidates: tuple[Candidate, ...], repo: Repo, settings: Settings
+    query: Query,
+    candidates: tuple[Candidate, ...],
+    repo: Repo,
+    settings: Settings,
+    memo: RetrievalMemo,
 ) -> list[Signal] | None:
     """Score the merged candidates on named pieces of ranking evidence.
 
@@ -146,6 +151,10 @@ def signals(
     plugins; ``settings.signal_weights`` overrides a weight by name, and
     disabling the plugin removes its signals (the ablation). Return None to
     contribute nothing. With no signal at all the merged order is kept.
+
+    ``memo`` is the same :class:`~ctx04_core.memo.RetrievalMemo` in both
+    passes of one retrieval: what a value depends on apart from the pool (a
+    candidate's text, the task's term weights) need not be computed twice.
     """
 
 

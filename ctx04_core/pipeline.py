@@ -15,6 +15,7 @@ import pluggy
 
 from ctx04_core.index import CodeIndex, RefreshStats
 from ctx04_core.index.schema import is_corruption
+from ctx04_core.memo import RetrievalMemo
 from ctx04_core.paths import nameable
 from ctx04_core.plugins import PluginError, enabled_plugins, given_or_chosen
 from ctx04_core.repository import Repo, git_base, resolve_root
@@ -300,13 +301,14 @@ def run_stages(
     # model: the training pools were expanded that way, and the model then
     # ranks once, over the final pool. When nothing was expanded that pool is
     # the one already merged and scored, so the model reads its signals.
+    memo = RetrievalMemo()
     merged = merge(recalled, repo)
-    signals = _signals(hook, query, merged, repo, settings)
+    signals = _signals(hook, query, merged, repo, settings, memo)
     ranked = fuse(merged, signals, settings)
     expanded = collect(hook.expand(query=query, ranked=tuple(ranked), repo=repo, settings=settings))
     if expanded:
         merged = merge(recalled, repo)
-        signals = _signals(hook, query, merged, repo, settings)
+        signals = _signals(hook, query, merged, repo, settings, memo)
     if expanded or model is not None:
         ranked = fuse(merged, signals, settings, task_text=query.task_text, model=model)
     excerpts: list[Excerpt] | None = hook.prune(
@@ -447,10 +449,13 @@ def _unnameable(path: str) -> Diagnostic:
 
 
 def _signals(
-    hook: Any, query: Query, merged: tuple[Candidate, ...], repo: Repo, settings: Settings
+    hook: Any, query: Query, merged: tuple[Candidate, ...], repo: Repo, settings: Settings,
+    memo: RetrievalMemo,
 ) -> list[Signal]:
     """Every plugin's signals over the merged candidates."""
-    contributed = hook.signals(query=query, candidates=merged, repo=repo, settings=settings)
+    contributed = hook.signals(
+        query=query, candidates=merged, repo=repo, settings=settings, memo=memo
+    )
     return [s for found in contributed for s in found or ()]
 
 

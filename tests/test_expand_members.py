@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 
 from conftest import make_git_repo
 
+from ctx04_core.hookspecs import hookimpl
+from ctx04_core.memo import RetrievalMemo
 from ctx04_core.pipeline import Retrieval, retrieve
+from ctx04_core.plugins import plugin_manager
 from ctx04_core.settings import Settings
-from ctx04_core.types import Diagnostic
+from ctx04_core.types import Candidate, Diagnostic
 
 EXPRESSIONS = {
     "expressions.py": (
@@ -80,3 +84,36 @@ def test_the_cap_is_reported(tmp_path: Path) -> None:
         "unavailable", "truncated",
         detail="3 members of the leading containers, kept the first 2",
     ) in result.diagnostics
+
+
+class MemoWatch:
+    """A signals plugin that keeps one value per candidate in the memo, and
+    notes which memos it was given and what it had to compute."""
+
+    def __init__(self) -> None:
+        self.memos: list[RetrievalMemo] = []
+        self.computed: list[str | None] = []
+
+    @hookimpl
+    def signals(self, candidates: tuple[Candidate, ...], memo: RetrievalMemo) -> None:
+        self.memos.append(memo)
+        for c in candidates:
+            memo.get("watch", c.span, partial(self.computed.append, c.qualname))
+
+
+def test_both_signal_passes_share_one_memo_per_retrieval(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "r", EXPRESSIONS)
+    pm = plugin_manager(disable=["pin", *OTHER_SIGNALS])
+    watch = MemoWatch()
+    pm.register(watch)
+    retrieve(TASK, root, plugins=pm)
+    # The recalled pool, then the pool the three members grew: one memo, and
+    # each candidate's value computed once across the two passes.
+    assert len(watch.memos) == 2 and watch.memos[0] is watch.memos[1]
+    assert sorted(map(str, watch.computed)) == [
+        "expressions.Exists", "expressions.Subquery", "expressions.Subquery.__init__",
+        "expressions.Subquery.as_sql", "expressions.Subquery.copy",
+    ]
+    retrieve(TASK, root, plugins=pm)
+    assert len(watch.memos) == 4 and watch.memos[2] is not watch.memos[0]
+    assert len(watch.computed) == 10

@@ -8,6 +8,7 @@ from pathlib import Path
 import ctx04_recall_callgraph as callgraph
 from conftest import make_git_repo
 
+from ctx04_core.memo import RetrievalMemo
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Span
@@ -217,7 +218,7 @@ def test_the_neighbour_signal_scores_one_hop_of_a_named_definition_by_its_rarity
     repo = indexed(root)
     pool = [*recall(repo, query("Cart.total", "total")).candidates,
             Candidate(Span("shop/cart.py", 16, 17), "function", "shop.cart.charge", ("ripgrep",))]
-    worth = callgraph.neighbour_worth(repo, ["Cart.total", "total"], pool)
+    worth = callgraph.neighbour_worth(repo, ["Cart.total", "total"], pool, RetrievalMemo())
     # Cart.total names one definition (worth 1), total two (worth 1/2 each);
     # charge is two hops from Cart.total (via checkout): not a neighbour.
     assert dict(zip((c.qualname for c in pool), worth, strict=True)) == {
@@ -227,13 +228,15 @@ def test_the_neighbour_signal_scores_one_hop_of_a_named_definition_by_its_rarity
     }
     candidates = tuple(recall(repo, query("total")).candidates)
     (signal,) = callgraph.signals(
-        query=query("total"), candidates=candidates, repo=repo, settings=Settings()
+        query=query("total"), candidates=candidates, repo=repo, settings=Settings(),
+        memo=RetrievalMemo(),
     )
     assert (signal.name, signal.mode, signal.weight) == ("neighbour", "scale", 0.5)
     # A weight of 0 (the setting or an override by name) computes nothing.
     for off in (Settings(neighbour_boost=0.0), Settings(signal_weights=("neighbour=0",))):
         assert callgraph.signals(
-            query=query("total"), candidates=candidates, repo=repo, settings=off
+            query=query("total"), candidates=candidates, repo=repo, settings=off,
+            memo=RetrievalMemo(),
         ) is None
     assert dict(zip((c.qualname for c in candidates), signal.values, strict=True)) == {
         "shop.cart.sum_prices": 0.5, "shop.tax.rate_of": 0.5, "shop.api.buy": 0.5,

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import make_git_repo
 
+from ctx04_core.memo import RetrievalMemo
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.fuse import fuse
@@ -46,7 +47,9 @@ def rerank(
     *, query: Query, candidates: tuple[Candidate, ...], repo: Repo, settings: Settings
 ) -> list[RankedCandidate]:
     """The rerank plugin's signals, fused as the pipeline fuses them."""
-    found = signals(query=query, candidates=candidates, repo=repo, settings=settings)
+    found = signals(
+        query=query, candidates=candidates, repo=repo, settings=settings, memo=RetrievalMemo()
+    )
     return fuse(candidates, found, settings)
 
 

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 from ctx04_core.bm25 import bm25_scores, idf, term_weights
 from ctx04_core.hookspecs import hookimpl
+from ctx04_core.memo import RetrievalMemo
 from ctx04_core.paths import is_auxiliary_path
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.regions import own_text
 from ctx04_core.text import STOPWORDS, simple_name, tokenize
 from ctx04_core.types import Candidate, Query, Signal
+
+OWNER = "rerank"
 
 
 def query_terms(query: Query) -> list[str]:
@@ -29,7 +33,11 @@ def query_terms(query: Query) -> list[str]:
 
 @hookimpl
 def signals(
-    query: Query, candidates: tuple[Candidate, ...], repo: Repo, settings: Settings
+    query: Query,
+    candidates: tuple[Candidate, ...],
+    repo: Repo,
+    settings: Settings,
+    memo: RetrievalMemo,
 ) -> list[Signal]:
     """The §3.4 BM25 match, and the evidence beside it that BM25 cannot see.
 
@@ -41,18 +49,15 @@ def signals(
     edits (``auxiliary``, weight ``auxiliary_weight - 1``).
     """
     docs = [
-        tokenize("\n".join(text for _, text in own_text(candidate, repo)))
-        for candidate in candidates
+        memo.get(OWNER, (c.span, c.qualname), partial(_own_tokens, c, repo)) for c in candidates
     ]
-    names = repo.index.defined(lower=True)
-    weights = term_weights(query_terms(query), names, settings.identifier_weight)
-    for term in set(tokenize(query.goal_hint)) & weights.keys():
-        weights[term] *= settings.goal_weight
+    weights = memo.get(OWNER, "weights", partial(_weights, query, repo, settings))
     if settings.repository_idf:
-        scores = _scores_with_repository_idf(weights, docs, repo, settings)
+        idfs = memo.get(OWNER, "idfs", partial(_repository_idfs, weights, repo))
+        scores = bm25_scores(weights, docs, settings.bm25_k1, settings.bm25_b, idfs)
     else:
         scores = bm25_scores(weights, docs, settings.bm25_k1, settings.bm25_b)
-    rarity = definition_rarity(query, repo)
+    rarity = memo.get(OWNER, "rarity", partial(definition_rarity, query, repo))
     goal = _words(query.goal_hint) - STOPWORDS
 
     def each(value: Callable[[Candidate], float]) -> tuple[float, ...]:
@@ -76,18 +81,28 @@ def _named_rarity(candidate: Candidate, rarity: dict[str, float]) -> float:
     return rarity.get((candidate.qualname or "").rsplit(".", 1)[-1], 0.0)
 
 
-def _scores_with_repository_idf(
-    weights: dict[str, float], docs: list[list[str]], repo: Repo, settings: Settings
-) -> list[float]:
-    """BM25 with each term's rarity measured over the whole repository.
+def _own_tokens(candidate: Candidate, repo: Repo) -> list[str]:
+    return tokenize("\n".join(text for _, text in own_text(candidate, repo)))
+
+
+def _weights(query: Query, repo: Repo, settings: Settings) -> dict[str, float]:
+    """Each query term's weight: identifiers and the goal sentence's words count more."""
+    names = repo.index.defined(lower=True)
+    weights = term_weights(query_terms(query), names, settings.identifier_weight)
+    for term in set(tokenize(query.goal_hint)) & weights.keys():
+        weights[term] *= settings.goal_weight
+    return weights
+
+
+def _repository_idfs(weights: dict[str, float], repo: Repo) -> dict[str, float]:
+    """Each term's rarity measured over the whole repository.
 
     The candidates were recalled because they contain the task's terms, so
     within them those terms look common; across the repository a name the
     task gives is rare and should count.
     """
     total, frequency = repo.index.term_statistics(list(weights))
-    idfs = {term: idf(total, frequency.get(term, 0)) for term in weights}
-    return bm25_scores(weights, docs, settings.bm25_k1, settings.bm25_b, idfs)
+    return {term: idf(total, frequency.get(term, 0)) for term in weights}
 
 
 def _words(text: str) -> set[str]:

@@ -38,6 +38,7 @@ not expanded).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from functools import partial
 
 from ctx04_core.graph import (
     DEFINITION_KINDS,
@@ -48,6 +49,7 @@ from ctx04_core.graph import (
     node_of_edge,
 )
 from ctx04_core.hookspecs import hookimpl
+from ctx04_core.memo import RetrievalMemo
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.regions import node_of
@@ -135,7 +137,7 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
 
 
 def neighbour_worth(
-    repo: Repo, identifiers: Iterable[str], candidates: Iterable[Candidate]
+    repo: Repo, identifiers: Iterable[str], candidates: Iterable[Candidate], memo: RetrievalMemo
 ) -> tuple[float, ...]:
     """Per candidate, ``1 / n`` when it is one hop from a definition of a named
     identifier that n definitions share (the best over the names that reach
@@ -144,11 +146,26 @@ def neighbour_worth(
     The same neighbours as :func:`neighbours`, tested from the candidates'
     side: a popular seed has thousands of callers, the candidates are a few
     dozen, and asking each whether it calls the seed is what stays cheap.
+    Neither the seeds nor a candidate's worth depends on the pool: ``memo``
+    keeps them for the retrieval's second pass.
     """
+    seeds = memo.get(SOURCE, "seeds", partial(_seeds, repo, tuple(identifiers)))
+    if not seeds:
+        return tuple(0.0 for _ in candidates)
+    return tuple(
+        memo.get(SOURCE, (c.span, c.kind, c.qualname), partial(_worth, repo, c, seeds))
+        for c in candidates
+    )
+
+
+# A named definition: its worth, the names it calls, and the definitions it
+# contains, sits in, or imports and uses, by (path, qualname).
+_Seed = tuple[Node, float, frozenset[str], frozenset[tuple[str, str]]]
+
+
+def _seeds(repo: Repo, identifiers: tuple[str, ...]) -> list[_Seed]:
     index = repo.index
-    # Per seed: its worth, the names it calls, and the definitions it
-    # contains, sits in, or imports and uses, by (path, qualname).
-    seeds: list[tuple[Node, float, frozenset[str], frozenset[tuple[str, str]]]] = []
+    seeds: list[_Seed] = []
     for identifier in dict.fromkeys(identifiers):
         named = definitions(index.lookup(identifier))
         if not named or len(named) > RARE_NAMESAKES:
@@ -161,29 +178,31 @@ def neighbour_worth(
                       *imported(repo, seed)]
             seeds.append((seed, 1 / len(named), called,
                           frozenset((n.span.path, n.qualname) for n in around)))
-    if not seeds:
-        return tuple(0.0 for _ in candidates)
-    values = []
-    for candidate in candidates:
-        node = node_of(candidate, repo) if candidate.kind in DEFINITION_KINDS else None
-        if node is None:
-            values.append(0.0)
-            continue
-        calls = {e.target.rsplit(".", 1)[-1] for e in index.edges_from(node) if e.kind == "invoke"}
-        key = (node.span.path, node.qualname)
-        values.append(max(
-            (worth for seed, worth, called, around in seeds
-             if node.name in called or seed.name in calls or key in around),
-            default=0.0,
-        ))
-    return tuple(values)
+    return seeds
+
+
+def _worth(repo: Repo, candidate: Candidate, seeds: list[_Seed]) -> float:
+    node = node_of(candidate, repo) if candidate.kind in DEFINITION_KINDS else None
+    if node is None:
+        return 0.0
+    calls = {e.target.rsplit(".", 1)[-1] for e in repo.index.edges_from(node) if e.kind == "invoke"}
+    key = (node.span.path, node.qualname)
+    return max(
+        (worth for seed, worth, called, around in seeds
+         if node.name in called or seed.name in calls or key in around),
+        default=0.0,
+    )
 
 
 @hookimpl
 def signals(
-    query: Query, candidates: tuple[Candidate, ...], repo: Repo, settings: Settings
+    query: Query,
+    candidates: tuple[Candidate, ...],
+    repo: Repo,
+    settings: Settings,
+    memo: RetrievalMemo,
 ) -> list[Signal] | None:
     if settings.signal_weight("neighbour", settings.neighbour_boost) == 0:
         return None  # a weight of 0 changes no score: skip the lookups
-    values = neighbour_worth(repo, query.identifiers, candidates)
+    values = neighbour_worth(repo, query.identifiers, candidates, memo)
     return [Signal("neighbour", values, settings.neighbour_boost, "scale")]
