@@ -17,24 +17,28 @@ signature (a module's own lines, a run of lines) keeps its best lines only
 
 ``"value"`` shows the code that must change as well: it plans the
 ``"signatures"`` slice first, as assemble will render it, then spends what
-is left of the budgets on whole bodies, in rank order, of the functions,
-methods and types among the first ``value_ranks``, or in the first
-candidate's file, whose fused score is at least ``value_score_share`` of the
-best (of at most ``whole_body_max_lines`` lines). The first candidate's file
-is the likeliest file to change, and the change often goes on in its other
-functions: on the training tasks, bodies there past ``value_ranks`` added
-0.008–0.027 of line recall for at most 0.005 of irrelevant share. A type's
-body is its own lines: header, docstring, attributes and the blank lines
-between members (where a new member goes: dropping them lost 0.02 of dev
-line recall). Its members are candidates of their own; the change is often
-in the type's own lines (a model's fields, an enum's values: 0.06 of the
-changed lines of the Python training tasks, which a type's signature does
-not show). A body replaces its candidate's signature only when the
-difference fits, so every candidate the ``"signatures"`` slice shows is
-still shown: the slice names the same places and shows more of the lines to
-edit. The score share is the evidence that the body is where the change is:
-on the training tasks a body shown by rank alone was more often far from the
-change than near it.
+is left of the budgets on whole bodies, in rank order, of the functions and
+methods among the first ``value_ranks``, or in the files of the first
+``value_files`` candidates, whose fused score is at least
+``value_score_share`` of the best (of at most ``whole_body_max_lines``
+lines), and of the first candidate when it is a type. The leading
+candidates' files are the likeliest to change, and the change often goes on
+in their other functions: on the training tasks, bodies there past
+``value_ranks`` added 0.008–0.027 of line recall for at most 0.005 of
+irrelevant share (the first candidate's file; the first three candidates'
+files added more). A type's body is its own lines: header, docstring,
+attributes and the blank lines between members (where a new member goes:
+dropping them lost 0.02 of dev line recall). Its members are candidates of
+their own; the change is often in the leading type's own lines (a model's
+fields, an enum's values: 0.06 of the changed lines of the Python training
+tasks, which a type's signature does not show), but the own lines of a type
+ranked second to fifth were 98 % irrelevant there and held 1 % of the
+changed lines: those types keep their signatures. A body replaces its
+candidate's signature only when the difference fits, so every candidate the
+``"signatures"`` slice shows is still shown: the slice names the same places
+and shows more of the lines to edit. The score share is the evidence that
+the body is where the change is: on the training tasks a body shown by rank
+alone was more often far from the change than near it.
 
 A candidate whose best line scores under ``prune_relative_floor`` of the
 best line of all candidates is dropped whole: it shares little of the
@@ -192,9 +196,9 @@ def _value_shape(
         # one a body does not spend (the headings of long paths).
         break
     best = max((r.score for r in ranked), default=0.0)
-    leading_file = ranked[0].candidate.span.path if ranked else None
+    leading_files = {r.candidate.span.path for r in ranked[: settings.value_files]}
     for i, shape in enumerate(shapes[:planned]):
-        if excerpts[i].shown_as != WHOLE and _worth_whole(shape, best, leading_file, settings):
+        if excerpts[i].shown_as != WHOLE and _worth_whole(shape, best, leading_files, settings):
             whole = shape.whole()
             if room.replace(excerpts[i], whole):
                 excerpts[i] = whole
@@ -202,13 +206,14 @@ def _value_shape(
 
 
 def _worth_whole(
-    shape: _Shapes, best: float, leading_file: str | None, settings: Settings
+    shape: _Shapes, best: float, leading_files: set[str], settings: Settings
 ) -> bool:
     item = shape.item
+    kind = item.candidate.kind
     cap = settings.whole_body_max_lines
     return (
-        item.candidate.kind in _SIGNED
-        and (item.rank <= settings.value_ranks or item.candidate.span.path == leading_file)
+        (kind in FUNCTION_KINDS or (kind in TYPE_KINDS and item.rank == 1))
+        and (item.rank <= settings.value_ranks or item.candidate.span.path in leading_files)
         and best > 0
         and item.score >= settings.value_score_share * best
         and (cap is None or len(shape.text) <= cap)
