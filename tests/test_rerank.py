@@ -12,12 +12,12 @@ from conftest import make_git_repo
 
 from ctx04_core.memo import RetrievalMemo
 from ctx04_core.repository import Repo
-from ctx04_core.settings import Settings
+from ctx04_core.settings import Settings, SettingsError
 from ctx04_core.stages.fuse import fuse
 from ctx04_core.stages.query import build_query
 from ctx04_core.stages.regions import own_lines
 from ctx04_core.stages.rerank import signals
-from ctx04_core.types import Candidate, Query, RankedCandidate, Span
+from ctx04_core.types import Candidate, Query, RankedCandidate, Signal, Span
 
 OpenRepo = Callable[[dict[str, str | bytes]], Repo]
 # The plain §3.4 score: idf over the candidates, no evidence beside BM25.
@@ -266,3 +266,42 @@ def test_repository_idf_counts_every_definition(open_repo: OpenRepo) -> None:
         idf * 2.5 / (1 + 1.5 * (0.25 + 0.75 * 8 / 9))
     )
     assert scores["pkg.other.parse_time"] == 0.0
+
+
+CONTAINERS = """\
+class Ledger:
+    def post(self, amount):
+        return amount
+
+    def void(self, amount):
+        return -amount
+
+
+def audit(entries):
+    return len(entries)
+"""
+
+
+def test_container_factor_orders_the_first_places_never_chooses_them(
+    open_repo: OpenRepo,
+) -> None:
+    repo = open_repo({"ledger.py": CONTAINERS})
+    candidates = tuple(
+        definition(repo, name)
+        for name in ("ledger.Ledger", "ledger.Ledger.post", "ledger.audit", "ledger.Ledger.void")
+    )
+    found = [Signal("match", (10.0, 9.0, 8.5, 8.8), 1.0)]
+    settings = SPEC.with_overrides(top_k=3)
+
+    def order(factor: float) -> list[tuple[str, float]]:
+        ranked = fuse(candidates, found, settings.with_overrides(container_factor=factor))
+        return [(r.candidate.qualname, r.score) for r in ranked]
+
+    assert order(1.0) == [("ledger.Ledger", 10.0), ("ledger.Ledger.post", 9.0),
+                          ("ledger.Ledger.void", 8.8)]
+    # The class now counts 8.0: after both methods, yet still among the three;
+    # audit (8.5) stays out, since the first three were chosen at full score.
+    assert order(0.8) == [("ledger.Ledger.post", 9.0), ("ledger.Ledger.void", 8.8),
+                          ("ledger.Ledger", 8.0)]
+    with pytest.raises(SettingsError, match="container_factor"):
+        settings.with_overrides(container_factor=0.0)
