@@ -303,5 +303,10 @@ def test_container_factor_orders_the_first_places_never_chooses_them(
     # audit (8.5) stays out, since the first three were chosen at full score.
     assert order(0.8) == [("ledger.Ledger.post", 9.0), ("ledger.Ledger.void", 8.8),
                           ("ledger.Ledger", 8.0)]
+    # With no signal the merged order stands, whatever the factor.
+    unscored = fuse(candidates[::-1], [], settings.with_overrides(container_factor=0.8))
+    assert [r.candidate.qualname for r in unscored] == [
+        "ledger.Ledger.void", "ledger.audit", "ledger.Ledger.post"
+    ]
     with pytest.raises(SettingsError, match="container_factor"):
         settings.with_overrides(container_factor=0.0)

@@ -94,11 +94,10 @@ def fuse(
         return _learned(model, task_text, candidates, chosen, scores, weights, settings.top_k)
     order = _by_score(scores, candidates) if chosen else list(range(len(candidates)))
     head = order[: settings.top_k]
-    if settings.container_factor != 1:
+    if chosen and settings.container_factor != 1:
         scores = _containers_discounted(scores, candidates, head, settings.container_factor)
-        head = sorted(head, key=lambda i: (
-            -scores[i], candidates[i].span.path, candidates[i].span.start_line
-        ))
+        chosen_places = set(head)
+        head = [i for i in _by_score(scores, candidates) if i in chosen_places]
     return [
         RankedCandidate(
             candidates[i], rank, scores[i], tuple((s.name, s.values[i]) for s in chosen)
