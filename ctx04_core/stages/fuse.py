@@ -96,8 +96,7 @@ def fuse(
     head = order[: settings.top_k]
     if chosen and settings.container_factor != 1:
         scores = _containers_discounted(scores, candidates, head, settings.container_factor)
-        chosen_places = set(head)
-        head = [i for i in _by_score(scores, candidates) if i in chosen_places]
+        head = _by_score(scores, candidates, head)
     return [
         RankedCandidate(
             candidates[i], rank, scores[i], tuple((s.name, s.values[i]) for s in chosen)
@@ -166,9 +165,13 @@ def _learned(
     return ranked
 
 
-def _by_score(scores: Sequence[float], candidates: Sequence[Candidate]) -> list[int]:
+def _by_score(
+    scores: Sequence[float], candidates: Sequence[Candidate], among: Sequence[int] | None = None
+) -> list[int]:
+    """Indices of ``candidates`` (or only those ``among``) best score first, ties
+    by path, then start line."""
     return sorted(
-        range(len(candidates)),
+        range(len(candidates)) if among is None else among,
         key=lambda i: (-scores[i], candidates[i].span.path, candidates[i].span.start_line),
     )
 
