@@ -168,14 +168,15 @@ class Settings:
     fusion: str = _from_env(FUSION_ENV, WEIGHTED)
     ranking_model: str = _from_env(RANKING_MODEL_ENV)
     # The weighted fusion's function-level order (issue 23): the first top_k
-    # are chosen by the fused score, then ordered with each container's
-    # (class, module, impl, ...) score times container_factor, so the
-    # functions a change is in can come before the class or module holding
-    # them. 1.0 keeps the fused order. 0.8 was the best of 0.5-0.8 on the
-    # training tasks (function accuracy read as an agent reads, line recall,
-    # MRR up on both splits) but lost the §7.4 A/B on dev (MRR and recall@5
-    # multilingual, irrelevant share and tokens on both): docs/benchmarks.md.
-    container_factor: float = 1.0
+    # are chosen by the fused score, then ordered with each type's (class,
+    # struct, enum, interface, trait, impl, namespace) score times
+    # type_factor, so the methods a change is in can come before the type
+    # holding them. Modules keep their score: a file's own lines (imports,
+    # constants, a C header's declarations) are where a change lands as often
+    # as not. 1.0 keeps the fused order. 0.8 was the best of 0.6-0.8 on the
+    # training tasks and won every recall metric of the dev A/B on both splits;
+    # discounting modules too lost dev MRR (C, C++): docs/benchmarks.md.
+    type_factor: float = 0.8
     repository_idf: bool = True
     definition_boost: float = 2.0
     auxiliary_weight: float = 0.15
@@ -316,10 +317,10 @@ class Settings:
             raise SettingsError(
                 f"fusion ({FUSION_ENV}) is one of {', '.join(FUSIONS)}, not {self.fusion!r}"
             )
-        if not 0 < self.container_factor <= 1:
+        if not 0 < self.type_factor <= 1:
             raise SettingsError(
-                f"container_factor is a share of a container's score, in (0, 1], "
-                f"not {self.container_factor!r}"
+                f"type_factor is a share of a type's score, in (0, 1], "
+                f"not {self.type_factor!r}"
             )
         if self.model_locality not in LOCALITIES:
             raise SettingsError(

@@ -282,31 +282,31 @@ def audit(entries):
 """
 
 
-def test_container_factor_orders_the_first_places_never_chooses_them(
-    open_repo: OpenRepo,
-) -> None:
+def test_type_factor_orders_the_first_places_never_chooses_them(open_repo: OpenRepo) -> None:
     repo = open_repo({"ledger.py": CONTAINERS})
+    [module] = [n for n in repo.index.file_nodes("ledger.py") if n.kind == "module"]
     candidates = tuple(
         definition(repo, name)
         for name in ("ledger.Ledger", "ledger.Ledger.post", "ledger.audit", "ledger.Ledger.void")
-    )
-    found = [Signal("match", (10.0, 9.0, 8.5, 8.8), 1.0)]
-    settings = SPEC.with_overrides(top_k=3)
+    ) + (Candidate(module.span, module.kind, module.qualname, ("test",)),)
+    found = [Signal("match", (10.0, 9.0, 8.5, 8.8, 9.5), 1.0)]
+    settings = SPEC.with_overrides(top_k=4)
 
     def order(factor: float) -> list[tuple[str, float]]:
-        ranked = fuse(candidates, found, settings.with_overrides(container_factor=factor))
+        ranked = fuse(candidates, found, settings.with_overrides(type_factor=factor))
         return [(r.candidate.qualname, r.score) for r in ranked]
 
-    assert order(1.0) == [("ledger.Ledger", 10.0), ("ledger.Ledger.post", 9.0),
+    assert order(1.0) == [("ledger.Ledger", 10.0), ("ledger", 9.5), ("ledger.Ledger.post", 9.0),
                           ("ledger.Ledger.void", 8.8)]
-    # The class now counts 8.0: after both methods, yet still among the three;
-    # audit (8.5) stays out, since the first three were chosen at full score.
-    assert order(0.8) == [("ledger.Ledger.post", 9.0), ("ledger.Ledger.void", 8.8),
-                          ("ledger.Ledger", 8.0)]
+    # The class now counts 8.0: after both methods, yet still among the four;
+    # audit (8.5) stays out, since the first four were chosen at full score.
+    # The module keeps its score: its own lines are not a member's header.
+    assert order(0.8) == [("ledger", 9.5), ("ledger.Ledger.post", 9.0),
+                          ("ledger.Ledger.void", 8.8), ("ledger.Ledger", 8.0)]
     # With no signal the merged order stands, whatever the factor.
-    unscored = fuse(candidates[::-1], [], settings.with_overrides(container_factor=0.8))
+    unscored = fuse(candidates[::-1], [], settings.with_overrides(top_k=3, type_factor=0.8))
     assert [r.candidate.qualname for r in unscored] == [
-        "ledger.Ledger.void", "ledger.audit", "ledger.Ledger.post"
+        "ledger", "ledger.Ledger.void", "ledger.audit"
     ]
-    with pytest.raises(SettingsError, match="container_factor"):
-        settings.with_overrides(container_factor=0.0)
+    with pytest.raises(SettingsError, match="type_factor"):
+        settings.with_overrides(type_factor=0.0)

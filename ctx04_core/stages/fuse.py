@@ -20,7 +20,7 @@ from ctx04_core.ranking.features import KNOWN_SIGNALS, POOL, feature_rows
 from ctx04_core.ranking.file_cover import keep_weighted_files
 from ctx04_core.ranking.model import SHIPPED_MODEL, ModelError, RankingModel, model_at
 from ctx04_core.settings import LEARNED, Settings
-from ctx04_core.types import CONTAINER_KINDS, Candidate, Diagnostic, RankedCandidate, Signal
+from ctx04_core.types import TYPE_KINDS, Candidate, Diagnostic, RankedCandidate, Signal
 
 
 class SignalError(ValueError):
@@ -60,9 +60,10 @@ def fuse(
     """The best ``settings.top_k`` candidates by fused score, ranks 1..n.
 
     Ties keep a fixed order: path, then start line. With no signal every
-    score is 0 and the merged order stands. With ``settings.container_factor``
-    below 1, the first ``top_k`` are ordered with each container's score
-    times it (the score each candidate carries is the one it was ordered by).
+    score is 0 and the merged order stands. With ``settings.type_factor``
+    below 1, the first ``top_k`` are ordered with each type's score (a class,
+    struct, ...; not a module) times it (the score each candidate carries is
+    the one it was ordered by).
 
     Given a ``model`` (:func:`ranking_model`), the order is by its score of
     each candidate's features (``ranking.features.feature_rows`` over the
@@ -94,8 +95,8 @@ def fuse(
         return _learned(model, task_text, candidates, chosen, scores, weights, settings.top_k)
     order = _by_score(scores, candidates) if chosen else list(range(len(candidates)))
     head = order[: settings.top_k]
-    if chosen and settings.container_factor != 1:
-        scores = _containers_discounted(scores, candidates, head, settings.container_factor)
+    if chosen and settings.type_factor != 1:
+        scores = _types_discounted(scores, candidates, head, settings.type_factor)
         head = _by_score(scores, candidates, head)
     return [
         RankedCandidate(
@@ -105,19 +106,19 @@ def fuse(
     ]
 
 
-def _containers_discounted(
+def _types_discounted(
     scores: list[float], candidates: Sequence[Candidate], head: list[int], factor: float
 ) -> list[float]:
-    """``scores`` with each container's among ``head`` times ``factor``.
+    """``scores`` with each type's among ``head`` times ``factor``.
 
     Only the order within the first ``top_k`` moves, never which candidates
     they are: discounting before the cut dropped containers whose file or
-    symbol nothing else names (training tasks, factor 0.7: symbol recall
-    0.582 -> 0.567 Python).
+    symbol nothing else names (training tasks, factor 0.7, containers:
+    symbol recall 0.582 -> 0.567 Python).
     """
     discounted = list(scores)
     for i in head:
-        if candidates[i].kind in CONTAINER_KINDS:
+        if candidates[i].kind in TYPE_KINDS:
             discounted[i] = scores[i] * factor
     return discounted
 
