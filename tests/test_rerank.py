@@ -303,10 +303,11 @@ def test_type_factor_orders_the_first_places_never_chooses_them(open_repo: OpenR
     # The module keeps its score: its own lines are not a member's header.
     assert order(0.8) == [("ledger", 9.5), ("ledger.Ledger.post", 9.0),
                           ("ledger.Ledger.void", 8.8), ("ledger.Ledger", 8.0)]
-    # With no signal the merged order stands, whatever the factor.
-    unscored = fuse(candidates[::-1], [], settings.with_overrides(top_k=3, type_factor=0.8))
+    # With no signal the merged order stands, whatever the factor (the class
+    # last, as merged; not re-sorted by path and line).
+    unscored = fuse(candidates[::-1], [], settings.with_overrides(top_k=5, type_factor=0.8))
     assert [r.candidate.qualname for r in unscored] == [
-        "ledger", "ledger.Ledger.void", "ledger.audit"
+        "ledger", "ledger.Ledger.void", "ledger.audit", "ledger.Ledger.post", "ledger.Ledger"
     ]
     with pytest.raises(SettingsError, match="type_factor"):
         settings.with_overrides(type_factor=0.0)
