@@ -284,11 +284,12 @@ def audit(entries):
 
 def test_type_factor_orders_the_first_places_never_chooses_them(open_repo: OpenRepo) -> None:
     repo = open_repo({"ledger.py": CONTAINERS})
-    [module] = [n for n in repo.index.file_nodes("ledger.py") if n.kind == "module"]
     candidates = tuple(
         definition(repo, name)
-        for name in ("ledger.Ledger", "ledger.Ledger.post", "ledger.audit", "ledger.Ledger.void")
-    ) + (Candidate(module.span, module.kind, module.qualname, ("test",)),)
+        for name in (
+            "ledger.Ledger", "ledger.Ledger.post", "ledger.audit", "ledger.Ledger.void", "ledger"
+        )
+    )
     found = [Signal("match", (10.0, 9.0, 8.5, 8.8, 9.5), 1.0)]
     settings = SPEC.with_overrides(top_k=4)
 
