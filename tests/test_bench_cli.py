@@ -75,7 +75,7 @@ def test_eval_ctx04(runs: Runs) -> None:
     ]
     # divide (rank 1) is shown whole; every other candidate's best line scores
     # under a fifth of divide's best, so only divide is shown.
-    assert first["shown"] == [{"path": "calc/ops.py", "lines": [[11, 13]]}]
+    assert first["shown"] == [{"path": "calc/ops.py", "rank": 1, "lines": [[11, 13]]}]
     assert first["metrics"] == metrics(irrelevant_context_ratio=0.0, tokens=84.0)
     # The module holding the gold line PRECISION = 2 ranks fourth: two of the
     # three symbols are in the top 3, one of them at rank 1.
@@ -89,9 +89,9 @@ def test_eval_ctx04(runs: Runs) -> None:
     # module shows its best line (PRECISION = 2); divide and spread score
     # under the floor.
     assert second["shown"] == [
-        {"path": "calc/ops.py", "lines": [[18, 22], [26, 26]]},
-        {"path": "calc/ops.py", "lines": [[23, 25]]},
-        {"path": "calc/ops.py", "lines": [[4, 4]]},
+        {"path": "calc/ops.py", "rank": 1, "lines": [[18, 22], [26, 26]]},
+        {"path": "calc/ops.py", "rank": 2, "lines": [[23, 25]]},
+        {"path": "calc/ops.py", "rank": 4, "lines": [[4, 4]]},
     ]
     # Gold lines 4, 21 and 24: the slice shows all three; Stats (18-28) holds
     # 21 and 24, the module (rank 4) all three.
@@ -147,6 +147,30 @@ def test_eval_bm25(runs: Runs) -> None:
     assert (rows["recall@1"], rows["irrelevant_context_ratio"], rows["tokens"]) == (
         ["0.667"], ["0.188"], ["322.5"]
     )
+
+
+def test_gaps(runs: Runs) -> None:
+    done = ctx04(runs.env, "gaps", runs.tmp / "ctx04.jsonl")
+    assert done.returncode == 0, done.stderr
+    rows = table(done.stdout)
+    # The slices show every gold line (line recall 1.0): nothing is elsewhere.
+    assert rows["all"] == ["2", "1.000", *["0.000"] * 6]
+    # Lines a rank shows, per instance (the records' shown lines above): rank
+    # 1 shows 3 and 6 lines, rank 2 three, rank 4 one, every one relevant.
+    # Gold line 12 (first instance) is rank 1's; 21, 24 and 4 (second) are
+    # ranks 1, 2 and 4's, a third each.
+    assert (rows["1"], rows["2-3"], rows["4-5"], rows["6-10"], rows["no candidate"]) == (
+        ["4.5", "0.000", "0.667"], ["1.5", "0.000", "0.167"], ["0.5", "0.000", "0.167"],
+        ["0.0", "-", "0.000"], ["0.0", "-", "0.000"],
+    )
+
+
+def test_gaps_bad_records_exit_2(runs: Runs, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"instance_id": "x"}\n')
+    done = ctx04(runs.env, "gaps", bad)
+    assert done.returncode == 2
+    assert f"{bad}:1: not a ctx04 eval record" in done.stderr
 
 
 def test_compare(runs: Runs) -> None:

@@ -104,6 +104,7 @@ def register(app: typer.Typer) -> None:
     app.command("eval")(eval_command)
     app.command("ab")(ab_command)
     app.command("ablate")(ablate_command)
+    app.command("gaps")(gaps_command)
 
 
 def eval_command(
@@ -285,6 +286,75 @@ def ablate_command(
     _show_ablation(full, runs, verdicts)
 
 
+def gaps_command(
+    records: Annotated[
+        list[Path], typer.Argument(help="Records files of ctx04 eval --out, each shown on its own.")
+    ],
+) -> None:
+    """Where a run's slices miss the gold lines, and what each rank's shown lines hold.
+
+    Places: each gold line once, in the first place that holds it (the slice
+    shows it; the whole span of the first candidate, of ranks 2-5, past 5
+    holds it; a file the slice shows, a ranked file it drops, a file no
+    candidate is in), as shares of each instance's gold lines averaged over
+    the run; "shown" is the run's line recall. A row per language when the
+    records carry one. Lines held by a leading candidate but not shown are
+    the slice's to win, lines in no candidate's file recall's.
+
+    By rank: the slice's lines by the rank of the candidate they show (no
+    candidate: signatures of called definitions): lines per instance, the
+    share irrelevant (as irrelevant_context_ratio counts a line, pooled over
+    the group) and the line recall they give (summing to the run's). Needs
+    records made since shown lines carry their rank.
+    """
+    from ctx04_core.bench.compare import RecordsError, load_records
+
+    for path in records:
+        try:
+            run = load_records(path)
+        except RecordsError as err:
+            fail(str(err))
+        _show_places(path, run)
+        _show_by_rank(path, run)
+
+
+def _show_places(path: Path, run: list[dict[str, Any]]) -> None:
+    from ctx04_core.bench.gaps import PLACES, places
+
+    table = Table()
+    table.add_column("instances")
+    table.add_column("n", justify="right")
+    for place in PLACES:
+        table.add_column(place, justify="right")
+    languages: dict[str, list[dict[str, Any]]] = {}
+    for record in run:
+        if record.get("language"):
+            languages.setdefault(record["language"], []).append(record)
+    for name, members in [("all", run), *sorted(languages.items())]:
+        shares = places(members)
+        table.add_row(escape(name), str(len(members)), *(f"{shares[p]:.3f}" for p in PLACES))
+    _print_whole(table, f"{escape(str(path))}: where the gold lines are")
+
+
+def _show_by_rank(path: Path, run: list[dict[str, Any]]) -> None:
+    from ctx04_core.bench.gaps import by_rank
+
+    groups = by_rank(run)
+    title = f"{escape(str(path))}: the slice's lines by rank"
+    if groups is None:
+        Console().print(f"{title}: not in these records (made before shown lines carried a rank)")
+        return
+    table = Table()
+    for name, justify in (("rank", "left"), ("lines/instance", "right"),
+                          ("irrelevant", "right"), ("line recall", "right")):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for group in groups:
+        irrelevant = "-" if group.irrelevant is None else f"{group.irrelevant:.3f}"
+        table.add_row(group.name, f"{group.lines_per_instance:.1f}", irrelevant,
+                      f"{group.line_recall:.3f}")
+    _print_whole(table, title)
+
+
 def executor_of(jobs: int, kind: ExecutorKind, ray_address: str | None) -> Executor:
     """The executor the --jobs, --executor and --ray-address options choose."""
     if kind is ExecutorKind.ray and jobs > 1:
@@ -444,8 +514,6 @@ SHORT_NAMES = {
 
 def _show_languages(title: str, rows: list[tuple[str, int, list[str]]]) -> None:
     """A table of (language, instances, one cell per metric) rows."""
-    from rich.measure import Measurement
-
     from ctx04_core.bench.metrics import METRICS
 
     table = Table()
@@ -455,9 +523,15 @@ def _show_languages(title: str, rows: list[tuple[str, int, list[str]]]) -> None:
         table.add_column(SHORT_NAMES[metric], justify="right")
     for language, count, cells in rows:
         table.add_row(escape(language), str(count), *cells)
+    _print_whole(table, title)
+
+
+def _print_whole(table: Table, title: str) -> None:
+    """Rich would crop a table wider than the console (80 columns in a log
+    file): print it whole, and let a narrow terminal wrap its lines."""
+    from rich.measure import Measurement
+
     console = Console()
-    # Rich would crop a table wider than the console (80 columns in a log
-    # file): print it whole, and let a narrow terminal wrap its lines.
     wide = Measurement.get(console, console.options.update_width(1000), table).maximum
     if wide > console.width:
         console = Console(width=wide)

@@ -127,6 +127,7 @@ class Shown:
 
     path: str
     lines: tuple[int, ...]
+    rank: int | None = None  # its candidate's rank; None: lines of no candidate
 
 
 @dataclass(frozen=True)
@@ -207,7 +208,7 @@ def line_recall(gold: Gold, seen: Iterable[tuple[str, int]]) -> float:
 
 
 def irrelevant_ratio(gold: Gold, shown: Iterable[Shown]) -> float:
-    relevant = _relevant_lines(gold)
+    relevant = relevant_lines(gold)
     total = irrelevant = 0
     for part in shown:
         keep = relevant.get(part.path, frozenset())
@@ -216,7 +217,8 @@ def irrelevant_ratio(gold: Gold, shown: Iterable[Shown]) -> float:
     return irrelevant / total if total else 1.0
 
 
-def _relevant_lines(gold: Gold) -> dict[str, frozenset[int]]:
+def relevant_lines(gold: Gold) -> dict[str, frozenset[int]]:
+    """Per file, the lines a shown line must be among not to count as irrelevant."""
     relevant: dict[str, set[int]] = {}
     for symbol in gold.symbols:
         lines = relevant.setdefault(symbol.path, set())

@@ -70,8 +70,12 @@ def run_ctx04(task: str, root: Path, settings: Settings, pm: pluggy.PluginManage
         )
         for position, r in enumerate(order, 1)
     )
+    rank_of = {r: p for p, r in enumerate(order, 1)}
     shown = tuple(
-        Shown(e.excerpt.ranked.candidate.span.path, tuple(n for n, _ in e.excerpt.lines))
+        Shown(
+            e.excerpt.ranked.candidate.span.path, tuple(n for n, _ in e.excerpt.lines),
+            rank_of[e.excerpt.ranked] if e.excerpt.ranked.rank in candidate_ranks else None,
+        )
         for e in included
     )
     door = None
@@ -123,7 +127,7 @@ def run_bm25(task: str, root: Path, settings: Settings, pm: pluggy.PluginManager
                 full = count_tokens(trial) > settings.budget_tokens
                 if not full:
                     text = trial
-                    shown.append(Shown(candidate.span.path, tuple(n for n, _ in lines)))
+                    shown.append(Shown(candidate.span.path, tuple(n for n, _ in lines), rank))
             span = candidate.span
             ranked.append(RankedItem(rank, span.path, span.start_line, span.end_line,
                                      candidate.qualname, candidate.kind, not full, value))

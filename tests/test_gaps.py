@@ -1,0 +1,85 @@
+"""``ctx04 gaps``' two readings of eval records: where the gold lines are, and
+what each rank's shown lines hold. The records are written out here, each
+number below counted by hand from them; ``tests/test_bench_cli.py`` reads
+records a real ``ctx04 eval`` wrote."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ctx04_core.bench.gaps import PLACES, RankGroup, by_rank, places
+
+
+def candidate(rank: int, path: str, start: int, end: int) -> dict[str, Any]:
+    return {"rank": rank, "path": path, "start_line": start, "end_line": end}
+
+
+def shown(path: str, rank: int | None, *runs: tuple[int, int]) -> dict[str, Any]:
+    return {"path": path, "rank": rank, "lines": [list(run) for run in runs]}
+
+
+def gold(lines: dict[str, list[int]]) -> dict[str, Any]:
+    return {"files": sorted(lines), "lines": lines, "symbols": []}
+
+
+# Five gold lines, one in each of five places (a.py 5: the first candidate's
+# span, not shown; a.py 20: shown; a.py 40: rank 7's span; a.py 60: a shown
+# file, no span; b.py 3: a ranked file the slice does not show). a.py 20 is
+# shown twice, by rank 2 and among lines of no candidate.
+FIVE_PLACES = {
+    "gold": gold({"a.py": [5, 20, 40, 60], "b.py": [3]}),
+    "ranked": [
+        candidate(1, "a.py", 1, 10), candidate(2, "a.py", 15, 30), candidate(6, "c.py", 1, 50),
+        candidate(7, "a.py", 35, 45), candidate(8, "b.py", 10, 12),
+    ],
+    "shown": [
+        shown("a.py", 1, (1, 4)), shown("a.py", 2, (20, 20)), shown("c.py", 6, (1, 1)),
+        shown("d.py", None, (7, 8)), shown("a.py", None, (20, 20)),
+    ],
+}
+# Two gold lines: rank 3's span holds a.py 17, no candidate is in e.py.
+TWO_PLACES = {
+    "gold": gold({"a.py": [17], "e.py": [1]}),
+    "ranked": [candidate(1, "a.py", 1, 10), candidate(3, "a.py", 15, 30)],
+    "shown": [shown("a.py", 1, (1, 2))],
+}
+FAILED = {"gold": None, "ranked": [], "shown": []}
+RECORDS = [FIVE_PLACES, TWO_PLACES, FAILED]
+
+
+def test_each_gold_line_counts_once_in_the_first_place_that_holds_it() -> None:
+    fifth, half = 1 / 5 / 3, 1 / 2 / 3
+    assert places(RECORDS) == pytest.approx({
+        "shown": fifth, "first candidate": fifth, "ranks 2-5": half, "past rank 5": fifth,
+        "shown file, no candidate": fifth, "ranked file, not shown": fifth,
+        "no candidate's file": half,
+    })
+    # The failed instance adds nothing, as it adds nothing to line recall.
+    assert sum(places(RECORDS).values()) == pytest.approx(2 / 3)
+    assert places([]) == dict.fromkeys(PLACES, 0.0)
+
+
+def test_shown_lines_by_the_rank_of_their_candidate() -> None:
+    # Relevant lines are those within 15 of a gold line (no gold symbol here):
+    # a.py 1-75 and b.py 1-18 in the first record, a.py 2-32 and e.py 1-16 in
+    # the second. Rank 1 shows a.py 1-4 and a.py 1-2 (line 1 of the second
+    # record is 16 lines from its gold line 17); rank 2 shows gold line a.py
+    # 20, which lines of no candidate show again (credited once, to rank 2);
+    # c.py has no gold and d.py neither.
+    assert by_rank(RECORDS) == [
+        RankGroup("1", 6 / 3, pytest.approx(1 / 6), 0.0),
+        RankGroup("2-3", 1 / 3, 0.0, pytest.approx(1 / 5 / 3)),
+        RankGroup("4-5", 0.0, None, 0.0),
+        RankGroup("6-10", 1 / 3, 1.0, 0.0),
+        RankGroup("11-20", 0.0, None, 0.0),
+        RankGroup("past 20", 0.0, None, 0.0),
+        RankGroup("no candidate", 3 / 3, pytest.approx(2 / 3), 0.0),
+    ]
+
+
+def test_records_without_ranks_on_their_shown_lines_give_no_rank_table() -> None:
+    old = {**TWO_PLACES, "shown": [{"path": "a.py", "lines": [[1, 2]]}]}
+    assert by_rank([FIVE_PLACES, old]) is None
+    assert places([old])["shown"] == 0.0
