@@ -171,6 +171,14 @@ def test_gaps_bad_records_exit_2(runs: Runs, tmp_path: Path) -> None:
     done = ctx04(runs.env, "gaps", bad)
     assert done.returncode == 2
     assert f"{bad}:1: not a ctx04 eval record" in done.stderr
+    # A record eval could read back, without the shown lines gaps counts.
+    first = records(runs.tmp / "ctx04.jsonl")[0]
+    del first["shown"]
+    bad.write_text(json.dumps(first) + "\n")
+    done = ctx04(runs.env, "gaps", bad)
+    assert done.returncode == 2
+    assert f"{bad}: a record lacks the gold, ranked or shown lines ctx04 gaps reads " \
+        "(KeyError: 'shown')" in done.stderr
 
 
 def test_compare(runs: Runs) -> None:

@@ -314,8 +314,12 @@ def gaps_command(
             run = load_records(path)
         except RecordsError as err:
             fail(str(err))
-        _show_places(path, run)
-        _show_by_rank(path, run)
+        try:
+            _show_places(path, run)
+            _show_by_rank(path, run)
+        except (KeyError, TypeError, ValueError) as err:
+            fail(f"{path}: a record lacks the gold, ranked or shown lines ctx04 gaps reads "
+                 f"({type(err).__name__}: {err})")
 
 
 def _show_places(path: Path, run: list[dict[str, Any]]) -> None:
