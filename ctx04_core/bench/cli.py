@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
@@ -324,17 +324,15 @@ def gaps_command(
 
 def _show_places(path: Path, run: list[dict[str, Any]]) -> None:
     from ctx04_core.bench.gaps import PLACES, places
+    from ctx04_core.bench.metrics import by_language
 
     table = Table()
     table.add_column("instances")
     table.add_column("n", justify="right")
     for place in PLACES:
         table.add_column(place, justify="right")
-    languages: dict[str, list[dict[str, Any]]] = {}
-    for record in run:
-        if record.get("language"):
-            languages.setdefault(record["language"], []).append(record)
-    for name, members in [("all", run), *sorted(languages.items())]:
+    groups: list[tuple[str, Sequence[Mapping[str, Any]]]] = [("all", run)]
+    for name, members in groups + list(by_language(run).items()):
         shares = places(members)
         table.add_row(escape(name), str(len(members)), *(f"{shares[p]:.3f}" for p in PLACES))
     _print_whole(table, f"{escape(str(path))}: where the gold lines are")

@@ -73,6 +73,7 @@ def by_rank(records: Sequence[Mapping[str, Any]]) -> list[RankGroup] | None:
     if any("rank" not in part for record in records for part in record["shown"]):
         return None
     names = [name for name, _, _ in RANK_GROUPS] + [NO_CANDIDATE]
+    position = {name: i for i, name in enumerate(names)}
     lines: Counter[str] = Counter()
     irrelevant: Counter[str] = Counter()
     recall: defaultdict[str, float] = defaultdict(float)
@@ -88,9 +89,9 @@ def by_rank(records: Sequence[Mapping[str, Any]]) -> list[RankGroup] | None:
                 irrelevant[group] += number not in keep
                 line = (part["path"], number)
                 if line in gold:
-                    credited[line] = min(credited.get(line, len(names)), names.index(group))
-        for position in credited.values():
-            recall[names[position]] += 1 / len(gold)
+                    credited[line] = min(credited.get(line, len(names)), position[group])
+        for best in credited.values():
+            recall[names[best]] += 1 / len(gold)
     count = len(records)
     return [
         RankGroup(

@@ -290,12 +290,18 @@ UNLABELLED = "(none)"  # the group of records without a language, in a run where
 
 def summarise_by_language(records: Sequence[Mapping[str, Any]]) -> dict[str, Summary]:
     """Each language's summary, by language name; empty when no record names a language."""
+    return {language: summarise(group) for language, group in by_language(records).items()}
+
+
+def by_language(records: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """The records of each language, in language order (records without one
+    under ``UNLABELLED``); empty when no record names a language."""
     if not any(r.get("language") for r in records):
         return {}
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for record in records:
         groups.setdefault(record.get("language") or UNLABELLED, []).append(record)
-    return {language: summarise(groups[language]) for language in sorted(groups)}
+    return {language: groups[language] for language in sorted(groups)}
 
 
 def nearest_rank(ordered: Sequence[float], percent: float) -> float | None:
