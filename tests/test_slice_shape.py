@@ -66,8 +66,9 @@ def shown(context: ContextSlice) -> list[tuple[str | None, str, list[int], bool]
 
 def test_the_leader_whole_the_next_pruned_the_last_as_its_signature(shop: Repo) -> None:
     # total leads (whole, as in the "signatures" shape); cart's module lines
-    # have no signature: its best line (the docstring); round_money scores
-    # under value_score_share (0.3) of the best: its signature.
+    # have no signature: its best line (the docstring) and, a leader, the
+    # two lines after it; round_money scores under value_score_share (0.3)
+    # of the best: its signature.
     order = ranked(
         shop, ("shop.cart.Cart.total", 10.0), ("shop.cart", 5.0),
         ("shop.pricing.round_money", 2.0),
@@ -75,10 +76,32 @@ def test_the_leader_whole_the_next_pruned_the_last_as_its_signature(shop: Repo) 
     context = sliced(shop, order, 4000)
     assert shown(context) == [
         ("shop.cart.Cart.total", "whole", [41, 42, 43, 44, 45, 46], True),
-        ("shop.cart", "pruned", [1], True),
+        ("shop.cart", "pruned", [1, 2, 3], True),
         ("shop.pricing.round_money", "signature", [12], True),
     ]
-    assert context.tokens == 176
+    assert context.tokens == 185
+
+
+def test_a_leader_cut_to_its_best_lines_shows_their_neighbours(shop: Repo) -> None:
+    order = ranked(
+        shop, ("shop.cart.Cart.total", 10.0), ("shop.cart", 5.0),
+        ("shop.pricing.round_money", 2.0),
+    )
+
+    def lines(**overrides: float) -> list[tuple[str, list[int]]]:
+        settings = Settings(slice_shape="value").with_overrides(**overrides)
+        return [(e.shown_as, [n for n, _ in e.lines]) for e in pruned(shop, order, settings)]
+
+    # cart's best line is its docstring (1): with two lines either side, 1-3;
+    # round_money, a signature, never grows.
+    assert lines() == [("whole", [41, 42, 43, 44, 45, 46]), ("pruned", [1, 2, 3]),
+                       ("signature", [12])]
+    # Its import of round_money (7) scores under half its best line, over a
+    # tenth: at 0.1 it comes with its neighbours 5-9.
+    assert lines(leader_line_ratio=0.1)[1] == ("pruned", [1, 2, 3, 5, 6, 7, 8, 9])
+    # No context, or cart (rank 2) outside leader_ranks: its best line alone.
+    for off in ({"leader_line_context": 0}, {"leader_ranks": 1}, {"leader_ranks": 0}):
+        assert lines(**off)[1] == ("pruned", [1])
 
 
 def test_bodies_near_the_best_score_are_whole_while_they_fit(shop: Repo) -> None:
@@ -165,6 +188,13 @@ def test_the_json_says_how_each_candidate_was_shown(tmp_path: Path) -> None:
 def test_an_unknown_slice_shape_is_refused() -> None:
     with pytest.raises(SettingsError, match="slice_shape is one of value, signatures"):
         Settings(slice_shape="everything")
+
+
+def test_leader_settings_out_of_range_are_refused() -> None:
+    with pytest.raises(SettingsError, match=r"leader_line_ratio .* in \(0, 1\], not 0.0"):
+        Settings(leader_line_ratio=0.0)
+    with pytest.raises(SettingsError, match="leader_ranks and leader_line_context are counts"):
+        Settings(leader_line_context=-1)
 
 
 def test_a_leading_class_is_shown_as_its_own_lines_its_methods_stay_candidates(

@@ -40,6 +40,15 @@ and shows more of the lines to edit. The score share is the evidence that
 the body is where the change is: on the training tasks a body shown by rank
 alone was more often far from the change than near it.
 
+Last, each of the first ``leader_ranks`` candidates still cut to its best
+lines (a body too long for the budgets, a module's own lines) grows to its
+lines scoring at least ``leader_line_ratio`` of its best, each with
+``leader_line_context`` lines either side, when the difference fits: in a
+long function or a file's own lines the change sits beside the matching
+line more often than on it (on the training tasks a 535-line method's best
+line was four lines above the change). Signatures do not grow: that would
+show bodies the score share refused.
+
 A candidate whose best line scores under ``prune_relative_floor`` of the
 best line of all candidates is dropped whole: it shares little of the
 goal, and its lines are noise. The rank-1 candidate is exempt (only the
@@ -109,9 +118,7 @@ def prune(
         # ranks first stays whenever a line of it serves the goal at all.
         if best < floor and not (item.rank == 1 and best > settings.prune_floor):
             continue
-        threshold = settings.prune_ratio * best
-        best_lines = {n for (n, _), s in zip(text, scores, strict=True) if s >= threshold}
-        shapes.append(_Shapes(item, text, best_lines, repo, settings))
+        shapes.append(_Shapes(item, text, scores, repo, settings))
     if settings.slice_shape == SIGNATURES:
         return _signatures_shape(shapes, ranked, settings)
     return _value_shape(shapes, ranked, repo, settings)
@@ -122,16 +129,17 @@ class _Shapes:
     as its signature, each as the excerpt it would be."""
 
     def __init__(
-        self, item: RankedCandidate, text: list[tuple[int, str]], best_lines: set[int],
+        self, item: RankedCandidate, text: list[tuple[int, str]], scores: list[float],
         repo: Repo, settings: Settings,
     ) -> None:
         self.item = item
         self.text = text
         self.lines = dict(text)
+        self.scores = scores
         self.signature = _signature(item, repo)
         self.statements = repo.index.multiline_statements(item.candidate.span.path)
-        self.best_lines = best_lines
-        self.max_statement_lines = settings.max_statement_lines
+        self.best_lines = self._scoring(settings.prune_ratio)
+        self.settings = settings
 
     def whole(self) -> Excerpt:
         return Excerpt(self.item, tuple(self.text), WHOLE)
@@ -139,12 +147,25 @@ class _Shapes:
     def pruned(self) -> Excerpt:
         return self._kept(self.best_lines, PRUNED)
 
+    def near_good_lines(self) -> Excerpt:
+        """The best lines, and every line scoring at least ``leader_line_ratio``
+        of the best, each with ``leader_line_context`` lines either side."""
+        good = self._scoring(self.settings.leader_line_ratio)
+        reach = self.settings.leader_line_context
+        near = {n + step for n in good for step in range(-reach, reach + 1)}
+        return self._kept(self.best_lines | near, PRUNED)
+
+    def _scoring(self, ratio: float) -> set[int]:
+        """The lines scoring at least ``ratio`` of this candidate's best line."""
+        threshold = ratio * max(self.scores, default=0.0)
+        return {n for (n, _), s in zip(self.text, self.scores, strict=True) if s >= threshold}
+
     def signature_only(self) -> Excerpt | None:
         """The signature alone; None for a candidate without one (a module, a run of lines)."""
         return self._kept(set(), SIGNATURE) if self.signature else None
 
     def _kept(self, kept: set[int], shown_as: str) -> Excerpt:
-        grown = _whole_statements(kept, self.statements, self.max_statement_lines)
+        grown = _whole_statements(kept, self.statements, self.settings.max_statement_lines)
         keep = (grown & self.lines.keys()) | self.signature
         # A stale index may place a signature past the end of the file as read.
         lines = tuple((n, self.lines[n]) for n in sorted(keep) if n in self.lines)
@@ -202,6 +223,15 @@ def _value_shape(
             whole = shape.whole()
             if room.replace(excerpts[i], whole):
                 excerpts[i] = whole
+    # A leader cut to its best lines (a body too long for the budget, a
+    # module's own lines) has the change beside the lines that match the
+    # task more often than on them. Signatures stay: growing them too showed
+    # bodies the score share had refused, and raised the irrelevant share.
+    for i, shape in enumerate(shapes[:planned]):
+        if shape.item.rank <= settings.leader_ranks and excerpts[i].shown_as == PRUNED:
+            grown = shape.near_good_lines()
+            if len(grown.lines) > len(excerpts[i].lines) and room.replace(excerpts[i], grown):
+                excerpts[i] = grown
     return excerpts
 
 
