@@ -199,8 +199,10 @@ def _value_shape(
 ) -> list[Excerpt]:
     """The ``"signatures"`` slice (its whole leader pruned when the body does not
     fit), then whole bodies of the definitions within ``value_ranks`` or in the
-    first candidate's file with a score near the best, in rank order, while
-    what each adds fits what is left of the budgets."""
+    files of the first ``value_files`` candidates with a score near the best,
+    in rank order, then
+    the best lines of the leaders still cut to them with their neighbours,
+    each while what it adds fits what is left of the budgets."""
     excerpts = _signatures_shape(shapes, ranked, settings)
     room = _Room(repo, settings)
     planned = 0
