@@ -232,7 +232,7 @@ class Settings:
     # body too long for the budget, a module's own lines) shows its lines
     # scoring at least leader_line_ratio of its best line, each with
     # leader_line_context lines either side, when that fits: the change is
-    # beside a matching line more often than on it. 0 ranks: off. Chosen on
+    # often a few lines from a matching line. 0 ranks: off. Chosen on
     # 108 Python and 179 multilingual training tasks (docs/benchmarks.md,
     # "Leaders' lines with their neighbours"); dev, read once: line recall
     # 0.513 -> 0.513 Python, 0.229 -> 0.243 multilingual, irrelevant 0.793

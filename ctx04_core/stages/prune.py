@@ -44,10 +44,10 @@ Last, each of the first ``leader_ranks`` candidates still cut to its best
 lines (a body too long for the budgets, a module's own lines) grows to its
 lines scoring at least ``leader_line_ratio`` of its best, each with
 ``leader_line_context`` lines either side, when the difference fits: in a
-long function or a file's own lines the change sits beside the matching
-line more often than on it (on the training tasks a 535-line method's best
-line was four lines above the change). Signatures do not grow: that would
-show bodies the score share refused.
+long function or a file's own lines the change is often a few lines from
+the line that matches the task rather than on it (on the training tasks a
+535-line method's best line was four lines above the change). Signatures
+do not grow: that would show bodies the score share refused.
 
 A candidate whose best line scores under ``prune_relative_floor`` of the
 best line of all candidates is dropped whole: it shares little of the
@@ -225,10 +225,10 @@ def _value_shape(
             whole = shape.whole()
             if room.replace(excerpts[i], whole):
                 excerpts[i] = whole
-    # A leader cut to its best lines (a body too long for the budget, a
-    # module's own lines) has the change beside the lines that match the
-    # task more often than on them. Signatures stay: growing them too showed
-    # bodies the score share had refused, and raised the irrelevant share.
+    # In a leader cut to its best lines (a body too long for the budget, a
+    # module's own lines) the change is often a few lines from a line that
+    # matches the task. Signatures stay: growing them too showed bodies the
+    # score share had refused, and raised the irrelevant share.
     for i, shape in enumerate(shapes[:planned]):
         if shape.item.rank <= settings.leader_ranks and excerpts[i].shown_as == PRUNED:
             grown = shape.near_good_lines()
