@@ -880,6 +880,51 @@ def test_headers_are_parsed_by_the_c_plugin_with_the_cpp_grammar() -> None:
     assert parse("cpp", "inc/a.h", text) is None
 
 
+def test_a_class_template_specialization_is_a_type_with_its_methods() -> None:
+    text = (
+        "template <typename T> struct formatter;\n"
+        "template <typename T>\n"
+        "struct formatter<std::vector<T>, char> {\n"
+        "  auto parse(int ctx) -> int { return ctx; }\n"
+        "};\n"
+    )
+    parsed = parse("cpp", "fmt/ranges.hpp", text)
+
+    assert parsed is not None
+    assert [(n.qualname, n.kind, n.span.start_line, n.span.end_line) for n in parsed.nodes] == [
+        ("fmt.ranges", "module", 1, 5),
+        ("fmt.ranges.formatter", "struct", 2, 5),
+        ("fmt.ranges.formatter.parse", "method", 4, 4),
+    ]
+
+
+def test_a_macro_alone_on_its_line_between_statements_is_no_code() -> None:
+    # Unexpanded, FMT_BEGIN_NAMESPACE ran into the enum: the file parsed as
+    # one function "print" spanning both definitions.
+    text = (
+        "#include <cstdint>\n"
+        "FMT_BEGIN_NAMESPACE\n"
+        "enum class color : uint32_t {\n"
+        "  red = 1,\n"
+        "  LAST_COLOR\n"
+        "};\n"
+        "FMT_NODISCARD\n"
+        "int print(int c) { return c; }\n"
+        "FMT_END_NAMESPACE\n"
+    )
+    parsed = parse("c", "include/color.h", text)
+
+    assert parsed is not None
+    assert [(n.qualname, n.kind, n.span.start_line, n.span.end_line) for n in parsed.nodes] == [
+        ("include.color", "module", 1, 9),
+        ("include.color.color", "enum", 3, 6),
+        ("include.color.print", "function", 8, 8),
+    ]
+    assert parsed.error_lines == ()
+    # The signature is the file's text: nothing blanked shows.
+    assert parsed.nodes[1].signature == "enum class color : uint32_t"
+
+
 @pytest.mark.parametrize(
     ("language", "path", "text", "names"),
     [

@@ -116,6 +116,9 @@ class Dialect:
     attributes: frozenset[str] = frozenset()  # written before a definition, part of its span
     method_containers: frozenset[str] = TYPE_KINDS - {"namespace"}
     identifier: re.Pattern[str] = _IDENTIFIER  # what an invoke edge's target must be
+    # The bytes tree-sitter reads, made from the file's and as long (so every
+    # position holds for both): C's lone macro lines blanked.
+    parsed_bytes: Callable[[bytes], bytes] | None = None
 
 
 @dataclass(frozen=True)
@@ -158,11 +161,12 @@ def parse(spec: LanguageSpec, path: str, text: str, settings: Settings) -> Parse
     budget = ParseBudget(settings)
     parser, query = _compiled(dialect)
     data = text.encode("utf-8", "surrogatepass")
+    parsed = data if dialect.parsed_bytes is None else dialect.parsed_bytes(data)
     try:
         # Read through a callback: tree-sitter asks the progress callback
         # whether to stop only then, never while parsing one bytestring.
         tree = parser.parse(
-            lambda at, _point: data[at : at + READ_CHUNK_BYTES],
+            lambda at, _point: parsed[at : at + READ_CHUNK_BYTES],
             progress_callback=lambda _at, _has_error: budget.expired(),
         )
     except ValueError as err:  # tree-sitter's "Parsing failed": stopped, or no tree at all

@@ -1,6 +1,7 @@
 ; Our additions to tree-sitter-cpp's tags.scm (after c.scm): namespaces,
 ; destructors and operators, out-of-line members of class templates and of
-; nested scopes, and calls through a scope, of a template, or by `new`.
+; nested scopes, specializations of class templates (`struct formatter<T> {`,
+; named by the template), and calls through a scope, of a template, or by `new`.
 
 (namespace_definition
   name: (_) @name) @definition.module
@@ -30,3 +31,11 @@
 
 (new_expression
   type: (type_identifier) @name) @reference.class
+
+(struct_specifier
+  name: (template_type name: (type_identifier) @name)
+  body: (_)) @definition.class
+
+(class_specifier
+  name: (template_type name: (type_identifier) @name)
+  body: (_)) @definition.class
