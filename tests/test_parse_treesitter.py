@@ -880,6 +880,11 @@ def test_headers_are_parsed_by_the_c_plugin_with_the_cpp_grammar() -> None:
     assert parse("cpp", "inc/a.h", text) is None
 
 
+def definitions(parsed: ParsedFile | None) -> list[tuple[str, str, int, int]]:
+    assert parsed is not None
+    return [(n.qualname, n.kind, n.span.start_line, n.span.end_line) for n in parsed.nodes]
+
+
 def test_a_class_template_specialization_is_a_type_with_its_methods() -> None:
     text = (
         "template <typename T> struct formatter;\n"
@@ -888,10 +893,7 @@ def test_a_class_template_specialization_is_a_type_with_its_methods() -> None:
         "  auto parse(int ctx) -> int { return ctx; }\n"
         "};\n"
     )
-    parsed = parse("cpp", "fmt/ranges.hpp", text)
-
-    assert parsed is not None
-    assert [(n.qualname, n.kind, n.span.start_line, n.span.end_line) for n in parsed.nodes] == [
+    assert definitions(parse("cpp", "fmt/ranges.hpp", text)) == [
         ("fmt.ranges", "module", 1, 5),
         ("fmt.ranges.formatter", "struct", 2, 5),
         ("fmt.ranges.formatter.parse", "method", 4, 4),
@@ -914,8 +916,7 @@ def test_a_macro_alone_on_its_line_between_statements_is_no_code() -> None:
     )
     parsed = parse("c", "include/color.h", text)
 
-    assert parsed is not None
-    assert [(n.qualname, n.kind, n.span.start_line, n.span.end_line) for n in parsed.nodes] == [
+    assert definitions(parsed) == [
         ("include.color", "module", 1, 9),
         ("include.color.color", "enum", 3, 6),
         ("include.color.print", "function", 8, 8),
