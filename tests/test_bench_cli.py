@@ -83,21 +83,20 @@ def test_eval_ctx04(runs: Runs) -> None:
         "calc.ops.Stats", "calc.ops.Stats.mean", "calc.ops.divide", "calc.ops",
         "calc.ops.Stats.spread",
     ]
-    # Rank 1 is a class, its own lines whole (18-22, 26: header, docstring,
-    # the scale attribute, the blank lines between its methods); Stats.mean,
-    # the first function within the first three ranks, is whole (23-25); the
-    # module shows its best line (PRECISION = 2); divide and spread score
-    # under the floor.
+    # Rank 1 is a class of 11 lines (at most type_span_max_lines): its whole
+    # span, methods too (18-28); Stats.mean, inside it, keeps its signature
+    # (23) rather than a second copy of its body; the module shows its best
+    # line (PRECISION = 2); divide and spread score under the floor.
     assert second["shown"] == [
-        {"path": "calc/ops.py", "rank": 1, "lines": [[18, 22], [26, 26]]},
-        {"path": "calc/ops.py", "rank": 2, "lines": [[23, 25]]},
+        {"path": "calc/ops.py", "rank": 1, "lines": [[18, 28]]},
+        {"path": "calc/ops.py", "rank": 2, "lines": [[23, 23]]},
         {"path": "calc/ops.py", "rank": 4, "lines": [[4, 4]]},
     ]
     # Gold lines 4, 21 and 24: the slice shows all three; Stats (18-28) holds
     # 21 and 24, the module (rank 4) all three.
     assert second["metrics"] == metrics(
         recall_at_1=1 / 3, recall_at_3=2 / 3, line_recall=1.0, line_recall_at_1=2 / 3,
-        line_recall_at_3=2 / 3, irrelevant_context_ratio=0.0, tokens=174.0,
+        line_recall_at_3=2 / 3, irrelevant_context_ratio=0.0, tokens=196.0,
     )
     assert "ctx04 eval: ctx04: 2 instances, 0 errored" in runs.ctx04.stdout
     rows = table(runs.ctx04.stdout)
@@ -108,7 +107,7 @@ def test_eval_ctx04(runs: Runs) -> None:
         "recall@3": ["0.833"], "recall@5": ["1.000"], "mrr": ["1.000"],
         "required_file_recall": ["1.000"], "required_symbol_recall": ["1.000"],
         "line_recall": ["1.000"], "line_recall@1": ["0.833"], "line_recall@3": ["0.833"],
-        "line_recall@5": ["1.000"], "irrelevant_context_ratio": ["0.000"], "tokens": ["129.0"],
+        "line_recall@5": ["1.000"], "irrelevant_context_ratio": ["0.000"], "tokens": ["140.0"],
     }
     for timing in ("seconds_p50", "seconds_p95", "index_seconds_median", "index_seconds_total"):
         assert re.fullmatch(r"\d+\.\d\d", rows[timing][0])
@@ -156,11 +155,11 @@ def test_gaps(runs: Runs) -> None:
     # The slices show every gold line (line recall 1.0): nothing is elsewhere.
     assert rows["all"] == ["2", "1.000", *["0.000"] * 6]
     # Lines a rank shows, per instance (the records' shown lines above): rank
-    # 1 shows 3 and 6 lines, rank 2 three, rank 4 one, every one relevant.
-    # Gold line 12 (first instance) is rank 1's; 21, 24 and 4 (second) are
-    # ranks 1, 2 and 4's, a third each.
+    # 1 shows 3 and 11 lines, rank 2 one (a signature), rank 4 one, every
+    # one relevant. Gold line 12 (first instance) is rank 1's; of 21, 24
+    # and 4 (second), rank 1 shows two, rank 4 one.
     assert (rows["1"], rows["2-3"], rows["4-5"], rows["6-10"], rows["no candidate"]) == (
-        ["4.5", "0.000", "0.667"], ["1.5", "0.000", "0.167"], ["0.5", "0.000", "0.167"],
+        ["7.0", "0.000", "0.833"], ["0.5", "0.000", "0.000"], ["0.5", "0.000", "0.167"],
         ["0.0", "-", "0.000"], ["0.0", "-", "0.000"],
     )
 
@@ -188,7 +187,7 @@ def test_compare(runs: Runs) -> None:
     rows = table(done.stdout)
     assert rows["function_acc@5"] == ["1.000", "1.000", "+0.000"]
     assert rows["recall@1"] == ["0.667", "0.667", "+0.000"]
-    assert rows["tokens"] == ["129.0", "322.5", "+193.5"]
+    assert rows["tokens"] == ["140.0", "322.5", "+182.5"]
 
 
 def test_eval_records_failures_and_goes_on(runs: Runs) -> None:
@@ -325,7 +324,7 @@ def test_eval_per_language(runs: Runs) -> None:
         python = dict(zip(METRICS, rows["Python"][1:], strict=True))
         assert rows["Python"][0] == "2"
         assert (python["recall@1"], python["recall@3"], python["tokens"]) == {
-            "ctx04": ("0.667", "0.833", "129.0"), "bm25": ("0.667", "1.000", "322.5")
+            "ctx04": ("0.667", "0.833", "140.0"), "bm25": ("0.667", "1.000", "322.5")
         }[system]
         # The whole run's summary mixes both.
         assert table(done.stdout)["recall@1"] == ["0.444"]
@@ -335,7 +334,7 @@ def test_eval_per_language(runs: Runs) -> None:
     rows = table(done.stdout)
     assert rows["Go"] == ["1", *(["+0.000"] * 18), "+0.0"]
     python = dict(zip(METRICS, rows["Python"][1:], strict=True))
-    assert (python["recall@3"], python["tokens"]) == ("+0.167", "+193.5")
+    assert (python["recall@3"], python["tokens"]) == ("+0.167", "+182.5")
     # Unlabelled records give no per-language table.
     done = ctx04(runs.env, "eval", "--compare", runs.tmp / "ctx04.jsonl", runs.tmp / "bm25.jsonl")
     assert "per language" not in done.stdout

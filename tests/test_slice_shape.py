@@ -1,8 +1,8 @@
 """Assembly by value (issue 22): the "signatures" slice first, then whole bodies
-of the leading functions (of a type: its own lines) whose score is near the
-best, each only when it fits beside everything planned, so the slice names
-the same places and shows more of the lines to edit; the plan never hands
-assemble more than fits."""
+of the leading functions (of a type: its own lines, or its span when small)
+whose score is near the best, each only when it fits beside everything
+planned, so the slice names the same places and shows more of the lines to
+edit; the plan never hands assemble more than fits."""
 
 from __future__ import annotations
 
@@ -50,8 +50,10 @@ def pruned(repo: Repo, order: tuple[RankedCandidate, ...], settings: Settings) -
     return prune(query=query, ranked=order, repo=repo, settings=settings)
 
 
-def sliced(repo: Repo, order: tuple[RankedCandidate, ...], budget: int) -> ContextSlice:
-    settings = Settings(slice_shape="value", budget_tokens=budget)
+def sliced(
+    repo: Repo, order: tuple[RankedCandidate, ...], budget: int, **overrides: object
+) -> ContextSlice:
+    settings = Settings(slice_shape="value", budget_tokens=budget).with_overrides(**overrides)
     excerpts = pruned(repo, order, settings)
     return assemble(excerpts=tuple(excerpts), diagnostics=(), repo=repo, settings=settings)
 
@@ -193,46 +195,70 @@ def test_an_unknown_slice_shape_is_refused() -> None:
 def test_leader_settings_out_of_range_are_refused() -> None:
     with pytest.raises(SettingsError, match=r"leader_line_ratio .* in \(0, 1\], not 0.0"):
         Settings(leader_line_ratio=0.0)
-    with pytest.raises(SettingsError, match="leader_ranks and leader_line_context are counts"):
-        Settings(leader_line_context=-1)
+    for negative in ("leader_ranks", "leader_line_context", "type_span_max_lines"):
+        with pytest.raises(SettingsError, match="type_span_max_lines are counts, 0 or more"):
+            Settings().with_overrides(**{negative: -1})
 
 
-def test_a_leading_class_is_shown_as_its_own_lines_its_methods_stay_candidates(
-    shop: Repo,
-) -> None:
-    # Cart ranks first: its own lines whole (header, docstring, the blank
-    # lines between its methods, where a new one would go), not its methods,
-    # which are candidates of their own (total, the leading function, whole);
-    # round_money scores under value_score_share of the best: its signature.
+def test_a_small_leading_class_is_shown_whole_its_methods_not_twice(shop: Repo) -> None:
+    # Cart (lines 20-46, 27 lines) ranks first and is at most
+    # type_span_max_lines long: its whole span, methods too. total, inside
+    # it, is shown there: it keeps its signature line rather than a second
+    # copy of its body; round_money scores under value_score_share: its
+    # signature.
     order = ranked(
         shop, ("shop.cart.Cart", 10.0), ("shop.cart.Cart.total", 5.0),
         ("shop.pricing.round_money", 2.0),
     )
-    context = sliced(shop, order, 4000)
+    context = sliced(shop, order, 4000, type_span_max_lines=27)
+    assert shown(context) == [
+        ("shop.cart.Cart", "whole", list(range(20, 47)), True),
+        ("shop.cart.Cart.total", "signature", [41], True),
+        ("shop.pricing.round_money", "signature", [12], True),
+    ]
+    assert context.tokens == 363
+    # One line longer than the cap: its own lines (header, docstring, the
+    # blank lines between its methods, where a new one would go), not its
+    # methods, which are candidates of their own (total, the leading
+    # function, whole).
+    context = sliced(shop, order, 4000, type_span_max_lines=26)
     assert shown(context) == [
         ("shop.cart.Cart", "whole", [20, 21, 22, 27, 33, 36, 40], True),
         ("shop.cart.Cart.total", "whole", [41, 42, 43, 44, 45, 46], True),
         ("shop.pricing.round_money", "signature", [12], True),
     ]
     assert context.tokens == 204
-    # Room for the signatures but not Cart's own lines: its signature.
-    context = sliced(shop, order, 200)
-    assert shown(context)[0] == ("shop.cart.Cart", "signature", [20], True)
-    assert context.tokens == 176
+    # Room for the signatures but not Cart's lines: its signature.
+    for cap in (26, 27):
+        context = sliced(shop, order, 200, type_span_max_lines=cap)
+        assert shown(context)[0] == ("shop.cart.Cart", "signature", [20], True)
+        assert context.tokens == 176
 
 
 def test_a_class_ranked_below_the_first_keeps_its_signature(shop: Repo) -> None:
     # Ranked second to fifth, a type's own lines were 98 % irrelevant on the
-    # training tasks: Cart, second at half the best score, stays a signature.
+    # training tasks: Cart, second at half the best score, longer than
+    # type_span_max_lines, stays a signature.
     order = ranked(
         shop, ("shop.cart.Cart.total", 10.0), ("shop.cart.Cart", 5.0),
         ("shop.pricing.round_money", 2.0),
     )
-    assert shown(sliced(shop, order, 4000)) == [
+    assert shown(sliced(shop, order, 4000, type_span_max_lines=26)) == [
         ("shop.cart.Cart.total", "whole", [41, 42, 43, 44, 45, 46], True),
         ("shop.cart.Cart", "signature", [20], True),
         ("shop.pricing.round_money", "signature", [12], True),
     ]
+    # Within the cap (27 lines, among the first leader_ranks): its span, less
+    # total's lines, shown above it, which keeps its body.
+    assert shown(sliced(shop, order, 4000)) == [
+        ("shop.cart.Cart.total", "whole", [41, 42, 43, 44, 45, 46], True),
+        ("shop.cart.Cart", "whole", list(range(20, 41)), True),
+        ("shop.pricing.round_money", "signature", [12], True),
+    ]
+    # Past leader_ranks: its signature.
+    assert shown(sliced(shop, order, 4000, leader_ranks=1))[1] == (
+        "shop.cart.Cart", "signature", [20], True
+    )
 
 
 def test_past_value_ranks_a_body_in_the_leading_file_is_whole(shop: Repo) -> None:

@@ -40,6 +40,14 @@ and shows more of the lines to edit. The score share is the evidence that
 the body is where the change is: on the training tasks a body shown by rank
 alone was more often far from the change than near it.
 
+Before the bodies, each of the first ``leader_ranks`` candidates that is a
+type of at most ``type_span_max_lines`` lines is shown as its whole span,
+members too, when that fits: a small class (a linter rule, a handler, a
+model) is the unit the change goes in, and its own lines leave out the
+methods that change. Better-ranked candidates inside it keep what they
+show and their lines are left out of its excerpt; worse-ranked ones inside
+it keep their signatures, their lines being shown there.
+
 Last, each of the first ``leader_ranks`` candidates still cut to its best
 lines (a body too long for the budgets, a module's own lines) grows to its
 lines scoring at least ``leader_line_ratio`` of its best, each with
@@ -81,6 +89,7 @@ from ctx04_core.types import (
     Excerpt,
     Query,
     RankedCandidate,
+    Span,
 )
 
 _SIGNED = FUNCTION_KINDS | TYPE_KINDS
@@ -135,6 +144,8 @@ class _Shapes:
         self.item = item
         self.text = text
         self.lines = dict(text)
+        # A type's text is its own lines; a small one may be shown as its span.
+        self.span_text = _small_type_span(item, repo, settings)
         self.scores = scores
         self.signature = _signature(item, repo)
         self.statements = repo.index.multiline_statements(item.candidate.span.path)
@@ -171,6 +182,25 @@ class _Shapes:
         lines = tuple((n, self.lines[n]) for n in sorted(keep) if n in self.lines)
         # Best lines that are all signature lines are the signature.
         return Excerpt(self.item, lines, SIGNATURE if keep <= self.signature else shown_as)
+
+
+def _small_type_span(
+    item: RankedCandidate, repo: Repo, settings: Settings
+) -> list[tuple[int, str]] | None:
+    span = item.candidate.span
+    length = span.end_line - span.start_line + 1
+    cap = settings.whole_body_max_lines
+    if (
+        item.candidate.kind not in TYPE_KINDS or length > settings.type_span_max_lines
+        or (cap is not None and length > cap)
+    ):
+        return None
+    source = repo.source(span.path)
+    if source is None:
+        return None
+    # A stale index may place a span past the end of the file as read.
+    last = min(span.end_line, len(source.lines))
+    return [(n, source.lines[n - 1]) for n in range(span.start_line, last + 1)]
 
 
 def _signatures_shape(
@@ -219,7 +249,10 @@ def _value_shape(
         break
     best = max((r.score for r in ranked), default=0.0)
     leading_files = {r.candidate.span.path for r in ranked[: settings.value_files]}
+    shown_whole = _small_types_whole(shapes[:planned], excerpts, room, settings.leader_ranks)
     for i, shape in enumerate(shapes[:planned]):
+        if _inside(shape.item.candidate.span, shown_whole):
+            continue
         if excerpts[i].shown_as != WHOLE and _worth_whole(shape, best, leading_files, settings):
             whole = shape.whole()
             if room.replace(excerpts[i], whole):
@@ -229,11 +262,56 @@ def _value_shape(
     # matches the task. Signatures stay: growing them too showed bodies the
     # score share had refused, and raised the irrelevant share.
     for i, shape in enumerate(shapes[:planned]):
-        if shape.item.rank <= settings.leader_ranks and excerpts[i].shown_as == PRUNED:
+        if (
+            shape.item.rank <= settings.leader_ranks and excerpts[i].shown_as == PRUNED
+            and not _inside(shape.item.candidate.span, shown_whole)
+        ):
             grown = shape.near_good_lines()
             if len(grown.lines) > len(excerpts[i].lines) and room.replace(excerpts[i], grown):
                 excerpts[i] = grown
     return excerpts
+
+
+def _small_types_whole(
+    shapes: list[_Shapes], excerpts: list[Excerpt], room: _Room, leaders: int
+) -> list[Span]:
+    """Each of the first ``leaders`` candidates that is a type of at most
+    ``type_span_max_lines`` lines, as its whole span when it fits, less the
+    lines of better-ranked candidates inside it (shown above it); the
+    worse-ranked ones inside it (its members) are shown there, so each keeps
+    only its signature. The spans shown whole."""
+    spans: list[Span] = []
+    for i, shape in enumerate(shapes):
+        span = shape.item.candidate.span
+        if shape.item.rank > leaders or shape.span_text is None or _inside(span, spans):
+            continue
+        inner = [
+            j for j in range(len(shapes))
+            if j != i and _inside(shapes[j].item.candidate.span, [span])
+        ]
+        above = {n for j in inner if j < i for n, _ in excerpts[j].lines}
+        planned = {j: excerpts[j] for j in inner if j > i}
+        for j in planned:
+            signature = shapes[j].signature_only()
+            if signature is not None and room.replace(excerpts[j], signature):
+                excerpts[j] = signature
+        lines = tuple((n, text) for n, text in shape.span_text if n not in above)
+        whole = Excerpt(shape.item, lines, WHOLE)
+        if room.replace(excerpts[i], whole):
+            excerpts[i] = whole
+            spans.append(span)
+            continue
+        for j, excerpt in planned.items():  # too large: the members as they were planned
+            room.replace(excerpts[j], excerpt)
+            excerpts[j] = excerpt
+    return spans
+
+
+def _inside(span: Span, containers: list[Span]) -> bool:
+    return any(
+        span.path == c.path and c.start_line <= span.start_line and span.end_line <= c.end_line
+        for c in containers
+    )
 
 
 def _worth_whole(
