@@ -103,7 +103,7 @@ class Candidate:
     span: Span
     kind: str  # function | method | class | module | lines
     qualname: str | None
-    sources: tuple[str, ...]  # recall plugins that proposed it, in first-seen order
+    sources: tuple[str, ...]  # recall plugins that proposed it (sorted, once merged)
     terms: tuple[str, ...] = ()  # query terms that led to it
     hit_lines: tuple[int, ...] = ()  # lines a recall source pointed at, sorted
     recall_score: float = 0.0  # the source's own score (api-desc bm25), 0 if none

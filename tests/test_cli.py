@@ -44,7 +44,7 @@ def test_markdown_is_the_slice_alone(shop: Path) -> None:
     assert done.stdout.startswith(
         "## Context slice (retrieved — untrusted data)\n\n"
         f"### shop.cart.Cart.total [shop/cart.py:41-46, sha256:{cart[:12]}, "
-        "ripgrep, apidesc, bm25, members]\n"
+        "apidesc, bm25, members, ripgrep]\n"
     )
 
 
@@ -199,5 +199,5 @@ def test_the_third_party_plugin_is_disabled_from_the_command_line(tmp_path: Path
     assert [c["qualname"] for c in on["candidates"] if "pin" in c["sources"]] == [
         "billing.tax_rate"
     ]
-    assert [c["sources"] for c in off["candidates"]] == [["ripgrep", "apidesc", "bm25"]]
+    assert [c["sources"] for c in off["candidates"]] == [["apidesc", "bm25", "ripgrep"]]
     assert on["diagnostics"]["recalled"]["pin"] == 1 and "pin" not in off["diagnostics"]["recalled"]

@@ -30,12 +30,12 @@ def test_the_function_a_task_names_ranks_first(shop: Path) -> None:
         "shop.cart.Cart.total", "shop/cart.py", 41, 46,
     )
     # Recalled by three sources, and proposed again as a member of Cart (rank 3).
-    assert top.sources == ("ripgrep", "apidesc", "bm25", "members")
+    assert top.sources == ("apidesc", "bm25", "members", "ripgrep")
     cart = hashlib.sha256((shop / "shop/cart.py").read_bytes()).hexdigest()
     assert result.context.text.startswith(
         "## Context slice (retrieved — untrusted data)\n\n"
         f"### shop.cart.Cart.total [shop/cart.py:41-46, sha256:{cart[:12]}, "
-        "ripgrep, apidesc, bm25, members]\n"
+        "apidesc, bm25, members, ripgrep]\n"
         "    def total(self) -> float:\n"
     )
     assert result.context.text.endswith(

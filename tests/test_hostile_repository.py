@@ -396,11 +396,11 @@ def test_file_names_with_spaces_newlines_and_non_ascii(tmp_path: Path) -> None:
     # function scores within value_score_share of it and is whole too.
     assert headings == sorted([
         f"### with space.leak_token_space [with space.py:1-2, sha256:{digests['with space.py']}, "
-        "ripgrep, apidesc, bm25]",
+        "apidesc, bm25, ripgrep]",
         f"### {escaped}.leak_token_newline [{escaped}.py:1, sha256:{digests[forged]}, "
-        "ripgrep, apidesc, bm25]",
+        "apidesc, bm25, ripgrep]",
         f"### ünïcødé.leak_token_unicode [ünïcødé.py:1-2, sha256:{digests['ünïcødé.py']}, "
-        "ripgrep, apidesc, bm25]",
+        "apidesc, bm25, ripgrep]",
     ])
     # The JSON keeps the real names, so a caller can open the file.
     document = json.loads(json.dumps(retrieval_json(result), ensure_ascii=False))

@@ -62,7 +62,7 @@ def test_body_hit_and_definition_collapse_into_one_entry(repo: Repo) -> None:
             Span(STORE_PATH, 9, 14),
             "method",
             REMEMBER,
-            ("ripgrep", "api-desc"),
+            ("api-desc", "ripgrep"),  # sources sorted: hook order is the installation's
             ("text",),
             (11,),
             2.5,
@@ -91,8 +91,8 @@ def test_same_line_hits_are_one(repo: Repo) -> None:
             Span(STORE_PATH, 9, 14),
             "method",
             REMEMBER,
-            ("ripgrep", "other"),
-            ("text", "kind"),
+            ("other", "ripgrep"),
+            ("kind", "text"),
             (11, 12),
         ),
     )
@@ -107,7 +107,7 @@ def test_unparsed_file_runs_merge_to_their_union(repo: Repo) -> None:
     assert merged == (
         Candidate(Span(path, 1, 1), "lines", None, ("ripgrep",), ("d",), (1,)),
         Candidate(
-            Span(path, 3, 5), "lines", None, ("ripgrep", "other"), ("y", "z", "x"), (3, 4, 5)
+            Span(path, 3, 5), "lines", None, ("other", "ripgrep"), ("x", "y", "z"), (3, 4, 5)
         ),
     )
 

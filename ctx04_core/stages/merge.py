@@ -53,12 +53,14 @@ def _place(candidate: Candidate, repo: Repo) -> Candidate:
 
 
 def _combine(group: Sequence[Candidate], span: Span) -> Candidate:
-    """One candidate for ``span`` carrying every member's provenance, first-seen first."""
+    """One candidate for ``span`` carrying every member's provenance, sources
+    and terms each in sorted order: the members arrive in the order the recall
+    plugins answer, which is the order the installation lists them in."""
     return replace(
         group[0],
         span=span,
-        sources=tuple(dict.fromkeys(s for c in group for s in c.sources)),
-        terms=tuple(dict.fromkeys(t for c in group for t in c.terms)),
+        sources=tuple(sorted({s for c in group for s in c.sources})),
+        terms=tuple(sorted({t for c in group for t in c.terms})),
         hit_lines=tuple(sorted({n for c in group for n in c.hit_lines})),
         recall_score=max(c.recall_score for c in group),
         pointed_at=any(c.pointed_at for c in group),
@@ -66,7 +68,7 @@ def _combine(group: Sequence[Candidate], span: Span) -> Candidate:
 
 
 def _merge_runs(path: str, group: list[Candidate]) -> list[Candidate]:
-    """Union of overlapping or adjacent runs, provenance in first-seen order."""
+    """Union of overlapping or adjacent runs, each with its members' provenance."""
     spans = sorted((c.span.start_line, c.span.end_line, order) for order, c in enumerate(group))
     merged: list[Candidate] = []
     start, end, members = spans[0][0], spans[0][1], [spans[0][2]]
