@@ -230,9 +230,10 @@ class Settings:
     whole_body_max_lines: int | None = None
     # Each of the first leader_ranks candidates that is a type of at most
     # type_span_max_lines lines is shown as its whole span, members too,
-    # when that fits (its members inside keep their signatures: their lines
-    # are shown there). A small class, a linter rule, a handler is the unit
-    # the change goes in. 0: off. Chosen on 108 Python and 179 multilingual
+    # when that fits (members ranked below it keep their signatures, their
+    # lines being shown there; one ranked above it keeps its body, left out
+    # of the type's lines). A small class, a linter rule, a handler is the
+    # unit the change goes in. 0: off. Chosen on 108 Python and 179 multilingual
     # training tasks (docs/benchmarks.md, "A small leading type shown
     # whole"): line recall 0.421 -> 0.429 and 0.305 -> 0.329, irrelevant
     # 0.795 -> 0.790 and 0.807 -> 0.809, every ranking metric equal; dev,

@@ -228,10 +228,11 @@ def _value_shape(
     shapes: list[_Shapes], ranked: tuple[RankedCandidate, ...], repo: Repo, settings: Settings
 ) -> list[Excerpt]:
     """The ``"signatures"`` slice (its whole leader pruned when the body does not
-    fit), then whole bodies of the definitions within ``value_ranks`` or in the
-    files of the first ``value_files`` candidates with a score near the best,
-    in rank order, then the best lines of the leaders still cut to them with
-    their neighbours, each while what it adds fits what is left of the budgets."""
+    fit), then the small types among the leaders as their spans, then whole
+    bodies of the definitions within ``value_ranks`` or in the files of the
+    first ``value_files`` candidates with a score near the best, in rank
+    order, then the best lines of the leaders still cut to them with their
+    neighbours, each while what it adds fits what is left of the budgets."""
     excerpts = _signatures_shape(shapes, ranked, settings)
     room = _Room(repo, settings)
     planned = 0
