@@ -25,6 +25,7 @@ from ctx04_core.stages.fuse import fuse, ranking_model
 from ctx04_core.stages.merge import merge
 from ctx04_core.stages.prune import statement_lines
 from ctx04_core.stages.query import build_query, extensions_of
+from ctx04_core.stages.regions import span_text
 from ctx04_core.types import (
     SIGNATURE,
     WHOLE,
@@ -517,12 +518,4 @@ def _call_signatures(
 
 def whole_excerpt(ranked: RankedCandidate, repo: Repo) -> Excerpt:
     """The candidate's full span, as shown when no prune plugin is enabled."""
-    span = ranked.candidate.span
-    source = repo.source(span.path)
-    if source is None:
-        return Excerpt(ranked, (), WHOLE)
-    lines = tuple(
-        (n, source.lines[n - 1]) for n in range(span.start_line, span.end_line + 1)
-        if n <= len(source.lines)
-    )
-    return Excerpt(ranked, lines, WHOLE)
+    return Excerpt(ranked, tuple(span_text(ranked.candidate, repo)), WHOLE)

@@ -76,7 +76,7 @@ from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import SIGNATURES, Settings
 from ctx04_core.stages.assemble import render, utf8_bytes
-from ctx04_core.stages.regions import node_of, own_text
+from ctx04_core.stages.regions import node_of, own_text, span_text
 from ctx04_core.text import tokenize
 from ctx04_core.tokens import count_tokens
 from ctx04_core.types import (
@@ -144,7 +144,7 @@ class _Shapes:
         self.item = item
         self.text = text
         self.lines = dict(text)
-        # A type's text is its own lines; a small one may be shown as its span.
+        # A type's text is its own lines; a small leading one may be shown as its span.
         self.span_text = _small_type_span(item, repo, settings)
         self.scores = scores
         self.signature = _signature(item, repo)
@@ -187,20 +187,16 @@ class _Shapes:
 def _small_type_span(
     item: RankedCandidate, repo: Repo, settings: Settings
 ) -> list[tuple[int, str]] | None:
+    """A leading type's whole span when it may be shown so; else None."""
     span = item.candidate.span
     length = span.end_line - span.start_line + 1
     cap = settings.whole_body_max_lines
     if (
-        item.candidate.kind not in TYPE_KINDS or length > settings.type_span_max_lines
-        or (cap is not None and length > cap)
+        item.rank > settings.leader_ranks or item.candidate.kind not in TYPE_KINDS
+        or length > settings.type_span_max_lines or (cap is not None and length > cap)
     ):
         return None
-    source = repo.source(span.path)
-    if source is None:
-        return None
-    # A stale index may place a span past the end of the file as read.
-    last = min(span.end_line, len(source.lines))
-    return [(n, source.lines[n - 1]) for n in range(span.start_line, last + 1)]
+    return span_text(item.candidate, repo) or None
 
 
 def _signatures_shape(
@@ -250,7 +246,7 @@ def _value_shape(
         break
     best = max((r.score for r in ranked), default=0.0)
     leading_files = {r.candidate.span.path for r in ranked[: settings.value_files]}
-    shown_whole = _small_types_whole(shapes[:planned], excerpts, room, settings.leader_ranks)
+    shown_whole = _small_types_whole(shapes[:planned], excerpts, room)
     for i, shape in enumerate(shapes[:planned]):
         if _inside(shape.item.candidate.span, shown_whole):
             continue
@@ -274,9 +270,9 @@ def _value_shape(
 
 
 def _small_types_whole(
-    shapes: list[_Shapes], excerpts: list[Excerpt], room: _Room, leaders: int
+    shapes: list[_Shapes], excerpts: list[Excerpt], room: _Room
 ) -> list[Span]:
-    """Each of the first ``leaders`` candidates that is a type of at most
+    """Each of the first ``leader_ranks`` candidates that is a type of at most
     ``type_span_max_lines`` lines, as its whole span when it fits, less the
     lines of better-ranked candidates inside it (shown above it); the
     worse-ranked ones inside it (its members) are shown there, so each keeps
@@ -284,7 +280,7 @@ def _small_types_whole(
     spans: list[Span] = []
     for i, shape in enumerate(shapes):
         span = shape.item.candidate.span
-        if shape.item.rank > leaders or shape.span_text is None or _inside(span, spans):
+        if shape.span_text is None or _inside(span, spans):
             continue
         inner = [
             j for j in range(len(shapes))
@@ -309,10 +305,7 @@ def _small_types_whole(
 
 
 def _inside(span: Span, containers: list[Span]) -> bool:
-    return any(
-        span.path == c.path and c.start_line <= span.start_line and span.end_line <= c.end_line
-        for c in containers
-    )
+    return any(container.contains(span) for container in containers)
 
 
 def _worth_whole(

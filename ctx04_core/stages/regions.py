@@ -67,3 +67,13 @@ def own_text(candidate: Candidate, repo: Repo) -> list[tuple[int, str]]:
     if source is None:
         return []
     return [(n, source.lines[n - 1]) for n in own_lines(candidate, repo)]
+
+
+def span_text(candidate: Candidate, repo: Repo) -> list[tuple[int, str]]:
+    """Every line of the candidate's span with its text, clipped to the file
+    (a stale index may place a span past its end)."""
+    source = repo.source(candidate.span.path)
+    if source is None:
+        return []
+    last = min(candidate.span.end_line, len(source.lines))
+    return [(n, source.lines[n - 1]) for n in range(candidate.span.start_line, last + 1)]
