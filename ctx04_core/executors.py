@@ -14,6 +14,10 @@ item's result as it finishes, so the caller decides the order it writes in.
   machine, or nodes sharing a file system) and have ctx04 installed. Ray is
   the optional extra ``ctx04[ray]``, imported only here and only when chosen.
 
+A local worker whose parent dies (``ctx04 eval`` killed) ends itself within
+``ORPHAN_POLL_S``: it would otherwise run its task to the end and hold the
+CPU and the index locks a later run needs.
+
 A task whose worker process dies (killed, out of memory, a crash in native
 code) is run again, at most ``WORKER_RETRIES`` times, and then reported as
 :class:`WorkerLost` while the other tasks go on. An exception the task
@@ -38,6 +42,7 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 WORKER_RETRIES = 2
+ORPHAN_POLL_S = 0.5
 
 
 class ExecutorKind(StrEnum):
@@ -146,7 +151,28 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(
+        max_workers=jobs, mp_context=multiprocessing.get_context("spawn"),
+        initializer=_end_with_parent, initargs=(os.getpid(),),
+    )
+
+
+def _end_with_parent(parent: int) -> None:
+    """In a worker: a daemon thread that ends the process once ``parent`` has died.
+
+    An orphan is adopted by another process, so its parent id changes; polling
+    it works wherever processes have parents (a death signal is Linux-only,
+    and fires when the spawning *thread* ends).
+    """
+    import threading
+    import time
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(ORPHAN_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="ctx04-orphan-watch", daemon=True).start()
 
 
 @contextlib.contextmanager

@@ -249,3 +249,60 @@ def test_a_plugin_installed_mid_run_changes_nothing(
     assert [r["error"] for r in during] == [None, None]
     strip = [{k: v for k, v in r.items() if k not in TIMINGS} for r in before]
     assert [{k: v for k, v in r.items() if k not in TIMINGS} for r in during] == strip
+
+
+ORPHAN_DRIVER = """
+import os, sys, time
+from pathlib import Path
+from ctx04_core.executors import Executor, run_tasks
+
+def task(name):
+    Path(sys.argv[1], name).write_text(str(os.getpid()))
+    time.sleep(300)
+
+if __name__ == "__main__":
+    list(run_tasks(Executor(jobs=2), task, ["a", "b"]))
+"""
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an orphan's new parent may never reap it here)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_workers_end_when_their_parent_is_killed(tmp_path: Path) -> None:
+    """`ctx04 eval --jobs N` killed: its workers end too, not after their tasks."""
+    import signal
+    import sys
+    import time
+
+    driver = tmp_path / "driver.py"
+    driver.write_text(ORPHAN_DRIVER)
+    marks = tmp_path / "pids"
+    marks.mkdir()
+    parent = subprocess.Popen([sys.executable, str(driver), str(marks)])
+    pids: list[int] = []
+    try:
+        for _ in range(600):  # the workers start in at most 60 s
+            if len(list(marks.iterdir())) == 2:
+                break
+            time.sleep(0.1)
+        pids = sorted(int(p.read_text()) for p in marks.iterdir())
+        assert len(pids) == 2
+        assert all(_running(pid) for pid in pids)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        for _ in range(100):  # tasks would sleep 300 s; the watch ends them in ~0.5 s
+            if not any(_running(pid) for pid in pids):
+                break
+            time.sleep(0.1)
+        assert [pid for pid in pids if _running(pid)] == []
+    finally:
+        parent.kill()
+        for pid in pids:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
