@@ -9,10 +9,12 @@ sets, measured in the same process one after the other:
 - before: the stages of the session that started issue 11 (``members``,
   ``history``, ``tests`` and ``meaning`` disabled, no ``neighbour`` signal);
 - signatures: what ``requirements.txt`` installs (``meaning`` disabled) with
-  ``slice_shape = "signatures"``, the slice before issue 22;
-- default: the same with the default slice (``"value"``: whole bodies near
-  the best score added where they fit);
-- learned: the same with ``fusion = "learned"`` (the shipped ranking model);
+  ``slice_shape = "signatures"`` and ``fusion = "weighted"``, the slice and
+  the order before issues 22 and 23;
+- weighted: the same with the default slice (``"value"``: whole bodies near
+  the best score added where they fit), ranked by the weighted fusion;
+- default: the same ranked by the default fusion (``"learned"``, the shipped
+  ranking model);
 - + meaning: the default install and the optional ``meaning`` plugin, whose
   vectors are read from the index (made when it is built with the plugin
   enabled, or by the untimed warm-up for an index built without it).
@@ -41,11 +43,14 @@ from ctx04_core.settings import Settings
 # name: (disabled plugins, setting overrides)
 PLUGIN_SETS: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
     "before": (
-        ("pin", "members", "history", "meaning", "tests", "dependence"), {"neighbour_boost": 0.0}
+        ("pin", "members", "history", "meaning", "tests", "dependence"),
+        {"neighbour_boost": 0.0, "fusion": "weighted"},
     ),
-    "signatures": (("pin", "meaning", "dependence"), {"slice_shape": "signatures"}),
+    "signatures": (
+        ("pin", "meaning", "dependence"), {"slice_shape": "signatures", "fusion": "weighted"}
+    ),
+    "weighted": (("pin", "meaning", "dependence"), {"fusion": "weighted"}),
     "default": (("pin", "meaning", "dependence"), {}),
-    "learned": (("pin", "meaning", "dependence"), {"fusion": "learned"}),
     "+ meaning": (("pin", "dependence"), {}),
 }
 

@@ -234,8 +234,10 @@ def build_fleet(tmp: Path) -> Bench:
 
 def cli_env(tmp: Path) -> dict[str, str]:
     """The environment of the CLI runs a module-scoped fixture makes: the per-test
-    cache isolation has not run yet there, so the caches go under ``tmp`` here."""
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "xdg"), "COLUMNS": "200"}
+    cache isolation has not run yet there, so the caches go under ``tmp`` here
+    and the weighted fusion is asked for here (conftest's ``_isolated_cache``)."""
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp / "xdg"), "COLUMNS": "200",
+           "CTX04_FUSION": "weighted"}
     env.pop("CTX04_DISABLE", None)
     return env
 

@@ -65,13 +65,16 @@ def shared_repo(
 def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Indexes go to a temp cache, never the developer's, no config file is
     read from the developer's config folder, no plugin is disabled, no model
-    is configured and the weighted fusion ranks."""
+    is configured and the weighted fusion ranks: the exact orders the tests
+    expect are the weighted formula's, which a refitted ranking model must not
+    move. The tests of the learned fusion, the default one, ask for it."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
     for name in ("CTX04_DISABLE", "CTX04_MODEL_URL", "CTX04_MODEL", "CTX04_MODEL_LOCALITY",
                  "CTX04_MODEL_API_KEY", "CTX04_MEANING_ENCODER", "CTX04_MEANING_MODEL",
-                 "CTX04_FUSION", "CTX04_RANKING_MODEL"):
+                 "CTX04_RANKING_MODEL"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CTX04_FUSION", "weighted")
 
 
 @pytest.fixture

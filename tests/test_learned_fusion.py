@@ -370,3 +370,27 @@ def test_the_shipped_model_reads_todays_features() -> None:
     model = load_model(SHIPPED_MODEL)
     assert (model.kind, model.rank_fusion) == ("trees", RankFusion(5.0, 1.0))
     assert len(model.trees) == 200
+
+
+def test_the_default_fusion_is_the_shipped_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CTX04_FUSION")  # the suite pins the weighted one (conftest)
+    root = make_git_repo(tmp_path / "shop", SHOP)
+    assert Settings().fusion == "learned"
+    default = retrieve(TASK, root)
+    asked = retrieve(TASK, root, settings=Settings(fusion="learned"))
+
+    assert default.candidates == asked.candidates
+    assert all(r.model_score is not None and r.contributions for r in default.candidates)
+    assert not [d for d in default.diagnostics if d.reason == "ranking model"]
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "ctx04"), "retrieve", TASK, "--repo", str(root),
+         "--format", "json"],
+        capture_output=True, text=True, check=False, env=os.environ.copy(),
+    )
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)["candidates"]
+    assert [c["model_score"] for c in shown] == [
+        round(r.model_score, 6) for r in default.candidates  # type: ignore[arg-type]
+    ]

@@ -49,10 +49,11 @@ class Server:
 
 
 def server_env(cache: Path) -> dict[str, str]:
-    # An empty config folder: the developer's own config file changes nothing here.
+    # An empty config folder: the developer's own config file changes nothing
+    # here. The weighted fusion ranks, as in every test but the learned one's (conftest).
     return {
         "XDG_CACHE_HOME": str(cache), "XDG_CONFIG_HOME": str(cache / "no-config"),
-        "PATH": os.environ["PATH"],
+        "PATH": os.environ["PATH"], "CTX04_FUSION": "weighted",
     }
 
 
