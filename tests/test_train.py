@@ -104,6 +104,16 @@ def test_train_refuses_what_it_cannot_use(pools: tuple[Path, Path, dict[str, str
     done = ctx04(env, "train", stranger, "--dataset", dataset, "--out", tmp / "m.json")
     assert done.returncode == 2
     assert f"{stranger}:1: 'x__y-1' is in no --dataset" in done.stderr
+    # A pool in the learned order (the default fusion): the CV would read it
+    # as the weighted order, its baseline.
+    first = json.loads(lines[0])
+    learned = tmp / "learned.jsonl"
+    learned.write_text(json.dumps({**first, "settings": {**first["settings"],
+                                                          "fusion": "learned"}}) + "\n")
+    done = ctx04(env, "train", learned, "--dataset", dataset, "--out", tmp / "m.json")
+    assert done.returncode == 2
+    assert (f"{learned}:1: recorded with fusion 'learned'; pools are the weighted order's: "
+            "ctx04 eval --set fusion=weighted --set top_k=300 ...") in done.stderr
     broken = tmp / "broken.jsonl"
     for text, message in (
         (lines[0] + "\n{not json\n", f"{broken}:2: not JSON ("),

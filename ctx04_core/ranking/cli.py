@@ -13,6 +13,7 @@ from rich.table import Table
 
 from ctx04_core.console import fail, stderr
 from ctx04_core.ranking.features import POOL
+from ctx04_core.settings import WEIGHTED
 
 
 def register(app: typer.Typer) -> None:
@@ -22,8 +23,8 @@ def register(app: typer.Typer) -> None:
 def train_command(
     pools: Annotated[
         list[Path],
-        typer.Argument(help=f"Records of `ctx04 eval --set top_k={POOL} --out FILE` "
-                            "on training tasks."),
+        typer.Argument(help=f"Records of `ctx04 eval --set fusion=weighted --set top_k={POOL} "
+                            "--out FILE` on training tasks."),
     ],
     dataset: Annotated[
         list[Path],
@@ -37,10 +38,11 @@ def train_command(
 ) -> None:
     """Fit the ranking model on training pools, chosen by leave-one-repository-out CV.
 
-    First record each training task's candidate pool (a wide top-k, with every
-    signal, recall source and the gold):
+    First record each training task's candidate pool (a wide top-k in the
+    weighted order, with every signal, recall source and the gold):
 
-      ctx04 eval --dataset train.jsonl --repos repos.json --set top_k=300 --out pools.jsonl
+      ctx04 eval --dataset train.jsonl --repos repos.json --set fusion=weighted \\
+          --set top_k=300 --out pools.jsonl
 
     then fit: ctx04 train pools.jsonl --dataset train.jsonl --out model.json
 
@@ -51,7 +53,7 @@ def train_command(
     weighted order's, the one with the best mean of file Acc@5, function
     Acc@10, line recall@5 and MRR over every held-out task is fitted on all
     tasks and written to --out; the same pools give the same file, byte
-    for byte. Use it with `--set fusion=learned --set ranking_model=FILE`.
+    for byte. Use it with `--set ranking_model=FILE` (the learned fusion is the default).
     """
     from ctx04_core.bench.gold import Gold
     from ctx04_core.ranking.fit import CV_NOISE, FITTERS, chosen, cross_validate, model_document
@@ -65,6 +67,13 @@ def train_command(
             text = texts.get(record.get("instance_id", ""))
             if text is None:
                 fail(f"{path}:{number}: {record.get('instance_id')!r} is in no --dataset")
+            # The cross-validation reads a pool's order as the weighted order
+            # (its baseline, and the files a learned order keeps).
+            fusion = (record.get("settings") or {}).get("fusion", WEIGHTED)
+            if fusion != WEIGHTED:
+                fail(f"{path}:{number}: recorded with fusion {fusion!r}; pools are the "
+                     "weighted order's: ctx04 eval --set fusion=weighted --set top_k="
+                     f"{POOL} ...")
             rows = task_rows(record, text)
             if rows is not None:
                 tasks.append(rows)
