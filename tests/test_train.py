@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from bench_fixture import build_fleet, cli_env, ctx04, records
@@ -174,3 +175,37 @@ def test_a_task_whose_recall_found_nothing_counts_as_a_miss() -> None:
         for result in cross_validate(learner, tasks, golds):
             assert set(result.per_task["empty"].values()) == {0.0}
             assert result.per_task["a"]["file_acc@1"] == 1.0
+
+
+def test_a_container_holds_a_changed_line_only_when_the_line_is_its_own() -> None:
+    from ctx04_core.ranking.table import Labels, task_rows
+
+    def item(path: str, start: int, end: int, kind: str, qualname: str) -> dict[str, Any]:
+        return {"path": path, "start_line": start, "end_line": end, "kind": kind,
+                "qualname": qualname, "score": 1.0, "signals": {"bm25": 1.0}}
+
+    record = {
+        "instance_id": "t-1", "repo": "o/r", "error": None,
+        "gold": {
+            "files": ["m.py"], "lines": {"m.py": [12, 31]},
+            "symbols": [
+                {"path": "m.py", "qualname": "m.A.load", "kind": "method",
+                 "region": [[10, 14]]},
+                {"path": "m.py", "qualname": "m.B", "kind": "class", "region": [[30, 32]]},
+            ],
+        },
+        "ranked": [
+            item("m.py", 1, 40, "module", "m"),          # holds both lines, owns neither
+            item("m.py", 5, 20, "class", "m.A"),         # holds line 12 in its member
+            item("m.py", 10, 14, "method", "m.A.load"),  # the gold symbol
+            item("m.py", 30, 40, "class", "m.B"),        # owns line 31 (its base class)
+            item("m.py", 8, 16, "function", "m.outer"),  # a function around the change
+            item("n.py", 1, 9, "function", "n.f"),
+        ],
+    }
+    rows = task_rows(record, "A.load ignores B")
+    assert rows is not None
+    assert rows.labels == (
+        Labels(False, False, True), Labels(False, False, True), Labels(True, True, True),
+        Labels(True, True, True), Labels(True, False, True), Labels(False, False, False),
+    )

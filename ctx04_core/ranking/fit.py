@@ -74,9 +74,9 @@ LAMBDARANK_ROUNDS = 200
 
 
 def relevance(labels: Labels) -> int:
-    """The graded relevance lambdarank fits: a candidate holding a changed line
-    in the gold's own symbol ranks above one holding it in a container, above
-    one in a changed file."""
+    """The graded relevance lambdarank fits: the gold symbol owning a changed
+    line (3) above a function whose nested definition holds one (2), above
+    any other candidate of a changed file, its containers too (1)."""
     return int(labels.holds_gold_line) + int(labels.is_gold_symbol) + int(labels.in_gold_file)
 
 

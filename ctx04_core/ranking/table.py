@@ -16,13 +16,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctx04_core.ranking.features import feature_rows
-from ctx04_core.types import Candidate, Span
+from ctx04_core.types import CONTAINER_KINDS, Candidate, Span
 
 
 @dataclass(frozen=True)
 class Labels:
     """What the gold says of one candidate."""
 
+    # A container (class, module) holds a changed line only when the line is
+    # its own (a base class, an import), not a member's: crediting a module
+    # with every change inside it taught the model to rank modules first.
     holds_gold_line: bool
     is_gold_symbol: bool
     in_gold_file: bool
@@ -70,10 +73,15 @@ def task_rows(record: Mapping[str, Any], task_text: str) -> TaskRows | None:
     rows = feature_rows(task_text, candidates, signals, weighted)
     lines = {path: set(numbers) for path, numbers in gold["lines"].items()}
     symbols = {(s["path"], s["qualname"]) for s in gold["symbols"]}
+    owners = {
+        (s["path"], s["qualname"]) for s in gold["symbols"]
+        if any(a <= n <= b for a, b in s["region"] for n in lines.get(s["path"], ()))
+    }
     files = set(gold["files"])
     labels = tuple(
         Labels(
-            any(c.span.start_line <= n <= c.span.end_line for n in lines.get(c.span.path, ())),
+            (c.span.path, c.qualname) in owners if c.kind in CONTAINER_KINDS
+            else any(c.span.start_line <= n <= c.span.end_line for n in lines.get(c.span.path, ())),
             (c.span.path, c.qualname) in symbols,
             c.span.path in files,
         )
