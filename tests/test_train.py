@@ -209,3 +209,30 @@ def test_a_container_holds_a_changed_line_only_when_the_line_is_its_own() -> Non
         Labels(False, False, True), Labels(False, False, True), Labels(True, True, True),
         Labels(True, True, True), Labels(True, False, True), Labels(False, False, False),
     )
+
+
+def test_own_line_recall_reads_a_container_as_its_own_lines() -> None:
+    from ctx04_core.bench.gold import Gold
+    from ctx04_core.ranking.fit import ranked_metrics
+    from ctx04_core.ranking.table import Labels, TaskRows
+
+    candidates = (
+        Candidate(Span("m.py", 1, 40), "module", "m", ("bm25",)),
+        Candidate(Span("m.py", 30, 40), "class", "m.B", ("bm25",)),
+        Candidate(Span("m.py", 10, 14), "method", "m.A.load", ("bm25",)),
+    )
+    gold = Gold.from_json({
+        "files": ["m.py"], "lines": {"m.py": [12, 31, 38]},
+        "symbols": [
+            {"path": "m.py", "qualname": "m.A.load", "kind": "method", "region": [[10, 14]]},
+            {"path": "m.py", "qualname": "m.B", "kind": "class", "region": [[30, 32]]},
+            {"path": "m.py", "qualname": "m.B.save", "kind": "method", "region": [[36, 40]]},
+        ],
+    })
+    task = TaskRows("t-1", "o/r", candidates, ((0.0,),) * 3, (Labels(False, False, True),) * 3)
+    # The module holds all three lines but owns none; B owns 31, not its
+    # method's 38; load owns 12.
+    assert ranked_metrics(task, gold, [0])["own_line_recall@5"] == 0.0
+    assert ranked_metrics(task, gold, [0])["line_recall@5"] == 1.0
+    assert ranked_metrics(task, gold, [0, 1])["own_line_recall@5"] == pytest.approx(1 / 3)
+    assert ranked_metrics(task, gold, [0, 1, 2])["own_line_recall@5"] == pytest.approx(2 / 3)

@@ -509,6 +509,7 @@ SHORT_NAMES = {
     "recall@3": "r@3", "recall@5": "r@5", "mrr": "MRR", "required_file_recall": "file rec",
     "required_symbol_recall": "sym rec", "line_recall": "lines", "line_recall@1": "lines@1",
     "line_recall@3": "lines@3", "line_recall@5": "lines@5", "line_recall@10": "lines@10",
+    "own_line_recall@5": "own lines@5",
     "file_recall@20": "files@20", "irrelevant_context_ratio": "irrel",
     "tokens": "tokens",
 }

@@ -51,7 +51,8 @@ def train_command(
     measured on that repository's pools, beside the weighted fusion's order
     of the same pools. Of those that keep every metric within 0.01 of the
     weighted order's, the one with the best mean of file Acc@5, function
-    Acc@10, line recall@5 and MRR over every held-out task is fitted on all
+    Acc@10, own line recall@5 (the changed lines the first five hold, a class
+    or module only its own) and MRR over every held-out task is fitted on all
     tasks and written to --out; the same pools give the same file, byte
     for byte. Use it with `--set ranking_model=FILE` (the learned fusion is the default).
     """
