@@ -201,6 +201,9 @@ def test_a_container_holds_a_changed_line_only_when_the_line_is_its_own() -> Non
             item("m.py", 30, 40, "class", "m.B"),        # owns line 31 (its base class)
             item("m.py", 8, 16, "function", "m.outer"),  # a function around the change
             item("n.py", 1, 9, "function", "n.f"),
+            # B's name on other lines (a Rust impl beside its struct): not the
+            # lines of the B that owns line 31.
+            item("m.py", 50, 60, "impl", "m.B"),
         ],
     }
     rows = task_rows(record, "A.load ignores B")
@@ -208,6 +211,7 @@ def test_a_container_holds_a_changed_line_only_when_the_line_is_its_own() -> Non
     assert rows.labels == (
         Labels(False, False, True), Labels(False, False, True), Labels(True, True, True),
         Labels(True, True, True), Labels(True, False, True), Labels(False, False, False),
+        Labels(False, True, True),
     )
 
 

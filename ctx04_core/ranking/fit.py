@@ -19,18 +19,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctx04_core.bench.gold import Gold
-from ctx04_core.bench.metrics import (
-    CONTAINER_KINDS,
-    RankedItem,
-    line_recall,
-    ranking_metrics,
-    share,
-)
+from ctx04_core.bench.metrics import RankedItem, line_recall, ranking_metrics, share
 from ctx04_core.ranking.features import FEATURES
 from ctx04_core.ranking.file_cover import keep_weighted_files
 from ctx04_core.ranking.lightgbm_export import model_json
 from ctx04_core.ranking.model import FORMAT, LINEAR, VERSION, RankFusion
-from ctx04_core.ranking.table import Labels, TaskRows
+from ctx04_core.ranking.table import Labels, TaskRows, changed_lines_held
+from ctx04_core.types import Span
 
 Scorer = Callable[[Sequence[tuple[float, ...]]], list[float]]
 Fitter = Callable[[Sequence[TaskRows]], tuple[Scorer, dict[str, Any]]]
@@ -193,15 +188,11 @@ def ranked_metrics(task: TaskRows, gold: Gold, order: Sequence[int]) -> dict[str
 
 
 def _own_lines(gold: Gold, ranked: Sequence[RankedItem]) -> set[tuple[str, int]]:
-    """The gold lines ``ranked`` holds, a container only those of its own
-    region as a gold symbol."""
-    regions = {symbol.key: symbol.region for symbol in gold.symbols}
     return {
         (item.path, n)
-        for item in ranked for n in gold.lines.get(item.path, ())
-        if item.start_line <= n <= item.end_line and (
-            item.kind not in CONTAINER_KINDS
-            or any(a <= n <= b for a, b in regions.get(item.symbol, ()))
+        for item in ranked
+        for n in changed_lines_held(
+            gold, Span(item.path, item.start_line, item.end_line), item.kind, item.qualname
         )
     }
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ctx04_core.bench.gold import Gold
 from ctx04_core.ranking.features import feature_rows
 from ctx04_core.types import CONTAINER_KINDS, Candidate, Span
 
@@ -66,27 +67,32 @@ def pool_of(
 def task_rows(record: Mapping[str, Any], task_text: str) -> TaskRows | None:
     """The record's pool as feature rows and labels; None for a failed task or
     one without gold lines."""
-    gold = record.get("gold")
-    if record.get("error") or not gold or not gold.get("lines"):
+    if record.get("error") or not record.get("gold") or not record["gold"].get("lines"):
         return None
+    gold = Gold.from_json(record["gold"])
     candidates, signals, weighted = pool_of(record)
     rows = feature_rows(task_text, candidates, signals, weighted)
-    lines = {path: set(numbers) for path, numbers in gold["lines"].items()}
-    symbols = {(s["path"], s["qualname"]) for s in gold["symbols"]}
-    owners = {
-        (s["path"], s["qualname"]) for s in gold["symbols"]
-        if any(a <= n <= b for a, b in s["region"] for n in lines.get(s["path"], ()))
-    }
-    files = set(gold["files"])
+    symbols = {s.key for s in gold.symbols}
     labels = tuple(
         Labels(
-            (c.span.path, c.qualname) in owners if c.kind in CONTAINER_KINDS
-            else any(c.span.start_line <= n <= c.span.end_line for n in lines.get(c.span.path, ())),
+            bool(changed_lines_held(gold, c.span, c.kind, c.qualname)),
             (c.span.path, c.qualname) in symbols,
-            c.span.path in files,
+            c.span.path in gold.files,
         )
         for c in candidates
     )
     return TaskRows(
         record["instance_id"], record["repo"], tuple(candidates), tuple(rows), labels
     )
+
+
+def changed_lines_held(gold: Gold, span: Span, kind: str, qualname: str | None) -> list[int]:
+    """The gold's changed lines a candidate holds as the slice shows it: a
+    function or method those in its span, a class or module only its own
+    (those its region as a gold symbol holds), not its members'."""
+    own = [run for s in gold.symbols if s.key == (span.path, qualname) for run in s.region]
+    return [
+        n for n in gold.lines.get(span.path, ())
+        if span.start_line <= n <= span.end_line
+        and (kind not in CONTAINER_KINDS or any(a <= n <= b for a, b in own))
+    ]
