@@ -42,11 +42,12 @@ CV_LINE_RECALL_KS = (1, 3, 5, 10)
 # model chosen without it lost the slice's file recall on dev, 0.725 ->
 # 0.669 multilingual).
 FILE_RECALL = f"file_recall@{TOP_K}"
-# own_line_recall@5 reads the first five as the slice shows them and the
+# own_line_recall@5 reads the first five as the slice shows them and as the
 # labels read them (ranking/table.py): a class or module holds only the
 # changed lines that are its own, not its members'. line_recall@k reads
 # whole spans, so a ranking that puts containers first scores high there.
-OWN_LINE_RECALL = "own_line_recall@5"
+OWN_LINES_K = 5
+OWN_LINE_RECALL = f"own_line_recall@{OWN_LINES_K}"
 CV_METRICS = (
     "file_acc@1", "file_acc@5", "file_acc@10", "function_acc@5", "function_acc@10",
     "recall@1", "recall@3", "recall@5", "mrr",
@@ -183,7 +184,7 @@ def ranked_metrics(task: TaskRows, gold: Gold, order: Sequence[int]) -> dict[str
     ]
     values = ranking_metrics(gold, ranked, CV_LINE_RECALL_KS)
     values[FILE_RECALL] = share(set(gold.files), {item.path for item in ranked})
-    values[OWN_LINE_RECALL] = line_recall(gold, _own_lines(gold, ranked[:5]))
+    values[OWN_LINE_RECALL] = line_recall(gold, _own_lines(gold, ranked[:OWN_LINES_K]))
     return {m: values[m] for m in CV_METRICS}
 
 
