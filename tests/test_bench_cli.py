@@ -113,6 +113,25 @@ def test_eval_ctx04(runs: Runs) -> None:
         assert re.fullmatch(r"\d+\.\d\d", rows[timing][0])
 
 
+def test_eval_records_the_learned_orders_model_score(runs: Runs) -> None:
+    common = ("--dataset", runs.bench.dataset, "--repos", runs.bench.repos,
+              "--cache-dir", runs.tmp / "trees")
+    out = runs.tmp / "learned.jsonl"
+    run = ctx04(runs.env, "eval", *common, "--set", "fusion=learned", "--out", out)
+    assert run.returncode == 0, run.stderr
+    first, _ = records(out)
+    # The shipped model's log-odds, best first: divide, which holds the gold
+    # line, the only candidate more likely than not to hold one.
+    assert [(r["qualname"], r["model_score"]) for r in first["ranked"]] == [
+        ("calc.ops.divide", 1.631266), ("calc.ops.hypot", -1.712191),
+        ("calc.ops.add", -1.844938), ("calc.ops.Stats.mean", -2.331988),
+        ("calc.ops.Stats.spread", -2.531521), ("calc.ops.Stats", -2.541108),
+        ("calc.fmt.percent", -3.197539), ("calc.fmt.money", -4.100515),
+    ]
+    # The weighted fusion's records carry none.
+    assert {r["model_score"] for r in records(runs.tmp / "ctx04.jsonl")[0]["ranked"]} == {None}
+
+
 def test_eval_gives_each_tree_its_history_up_to_the_base(runs: Runs) -> None:
     first, second = records(runs.tmp / "ctx04.jsonl")
     # acme__calc-1's base is A: the fix B ("B: divide by zero") is later and

@@ -103,6 +103,10 @@ class RankedItem:
     sources: tuple[str, ...] = ()  # the recall sources that proposed it
     terms: tuple[str, ...] = ()  # the query terms that led to it
     hit_lines: tuple[int, ...] = ()  # the lines a recall source pointed at
+    # The score the learned order ranked by (the shipped logistic model's
+    # log-odds that the candidate holds a changed line); None when the
+    # weighted fusion or another system ranked.
+    model_score: float | None = None
 
     @property
     def symbol(self) -> Symbol:
@@ -118,6 +122,7 @@ class RankedItem:
             "sources": list(self.sources),
             "terms": list(self.terms),
             "hit_lines": list(self.hit_lines),
+            "model_score": None if self.model_score is None else round(self.model_score, 6),
         }
 
 

@@ -66,7 +66,7 @@ def run_ctx04(task: str, root: Path, settings: Settings, pm: pluggy.PluginManage
             position, r.candidate.span.path, r.candidate.span.start_line,
             r.candidate.span.end_line, r.candidate.qualname, r.candidate.kind,
             r.rank in shown_ranks, r.score, r.signals, r.candidate.sources,
-            r.candidate.terms, r.candidate.hit_lines,
+            r.candidate.terms, r.candidate.hit_lines, r.model_score,
         )
         for position, r in enumerate(order, 1)
     )
