@@ -28,12 +28,17 @@ class Runs:
     bm25: subprocess.CompletedProcess[str]
 
 
+def dataset_args(bench: Bench, tmp: Path) -> tuple[str | Path, ...]:
+    """The tiny dataset, its repositories and the module's tree cache, as eval takes them."""
+    return ("--dataset", bench.dataset, "--repos", bench.repos, "--cache-dir", tmp / "trees")
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Runs:
     tmp = tmp_path_factory.mktemp("bench")
     bench = build(tmp)
     env = cli_env(tmp)
-    common = ("--dataset", bench.dataset, "--repos", bench.repos, "--cache-dir", tmp / "trees")
+    common = dataset_args(bench, tmp)
     return Runs(
         bench, tmp, env,
         ctx04(env, "eval", *common, "--out", tmp / "ctx04.jsonl"),
@@ -114,10 +119,9 @@ def test_eval_ctx04(runs: Runs) -> None:
 
 
 def test_eval_records_the_learned_orders_model_score(runs: Runs) -> None:
-    common = ("--dataset", runs.bench.dataset, "--repos", runs.bench.repos,
-              "--cache-dir", runs.tmp / "trees")
     out = runs.tmp / "learned.jsonl"
-    run = ctx04(runs.env, "eval", *common, "--set", "fusion=learned", "--out", out)
+    run = ctx04(runs.env, "eval", *dataset_args(runs.bench, runs.tmp), "--set", "fusion=learned",
+                "--out", out)
     assert run.returncode == 0, run.stderr
     first, _ = records(out)
     # The shipped model's log-odds, best first: divide, which holds the gold
