@@ -159,20 +159,17 @@ def test_a_task_whose_recall_found_nothing_counts_as_a_miss() -> None:
         rows = tuple(tuple(float((i + j) % 3) for j in range(len(FEATURES)))
                      for i in range(size))
         labels = tuple(Labels(i == 0, i == 0, True) for i in range(size))
-        return TaskRows(name, repo, candidates, rows, labels)
+        gold = Gold.from_json({
+            "files": [f"{name}.py"], "lines": {f"{name}.py": [2]},
+            "symbols": [{"path": f"{name}.py", "qualname": f"{name}.f0",
+                         "kind": "function", "region": [[1, 5]]}],
+        })
+        return TaskRows(name, repo, candidates, rows, labels, gold)
 
     tasks = [task("a", "r/one", 4), task("b", "r/two", 4), task("c", "r/three", 4),
              task("empty", "r/three", 0)]
-    golds = {
-        t.instance_id: Gold.from_json({
-            "files": [f"{t.instance_id}.py"], "lines": {f"{t.instance_id}.py": [2]},
-            "symbols": [{"path": f"{t.instance_id}.py", "qualname": f"{t.instance_id}.f0",
-                         "kind": "function", "region": [[1, 5]]}],
-        })
-        for t in tasks
-    }
     for learner in ("weighted", "logistic", "lambdarank"):
-        for result in cross_validate(learner, tasks, golds):
+        for result in cross_validate(learner, tasks):
             assert set(result.per_task["empty"].values()) == {0.0}
             assert result.per_task["a"]["file_acc@1"] == 1.0
 
@@ -233,10 +230,11 @@ def test_own_line_recall_reads_a_container_as_its_own_lines() -> None:
             {"path": "m.py", "qualname": "m.B.save", "kind": "method", "region": [[36, 40]]},
         ],
     })
-    task = TaskRows("t-1", "o/r", candidates, ((0.0,),) * 3, (Labels(False, False, True),) * 3)
+    task = TaskRows("t-1", "o/r", candidates, ((0.0,),) * 3, (Labels(False, False, True),) * 3,
+                    gold)
     # The module holds all three lines but owns none; B owns 31, not its
     # method's 38; load owns 12.
-    assert ranked_metrics(task, gold, [0])["own_line_recall@5"] == 0.0
-    assert ranked_metrics(task, gold, [0])["line_recall@5"] == 1.0
-    assert ranked_metrics(task, gold, [0, 1])["own_line_recall@5"] == pytest.approx(1 / 3)
-    assert ranked_metrics(task, gold, [0, 1, 2])["own_line_recall@5"] == pytest.approx(2 / 3)
+    assert ranked_metrics(task, [0])["own_line_recall@5"] == 0.0
+    assert ranked_metrics(task, [0])["line_recall@5"] == 1.0
+    assert ranked_metrics(task, [0, 1])["own_line_recall@5"] == pytest.approx(1 / 3)
+    assert ranked_metrics(task, [0, 1, 2])["own_line_recall@5"] == pytest.approx(2 / 3)

@@ -56,13 +56,11 @@ def train_command(
     tasks and written to --out; the same pools give the same file, byte
     for byte. Use it with `--set ranking_model=FILE` (the learned fusion is the default).
     """
-    from ctx04_core.bench.gold import Gold
     from ctx04_core.ranking.fit import CV_NOISE, FITTERS, chosen, cross_validate, model_document
     from ctx04_core.ranking.table import TaskRows, task_rows
 
     texts, splits = _texts(dataset)
     tasks: list[TaskRows] = []
-    golds: dict[str, Gold] = {}
     for path in pools:
         for number, record in _records(path):
             text = texts.get(record.get("instance_id", ""))
@@ -78,7 +76,6 @@ def train_command(
             rows = task_rows(record, text)
             if rows is not None:
                 tasks.append(rows)
-                golds[rows.instance_id] = Gold.from_json(record["gold"])
     if len({t.repo for t in tasks}) < 2:
         fail("training needs tasks from at least two repositories (one is left out at a time)")
     learners = ["logistic"] + (["lambdarank"] if _has_lightgbm() else [])
@@ -92,7 +89,7 @@ def train_command(
                 status.update(f"cross-validating {learner}: fold {done + 1} of {folds}, "
                               f"{escape(repo)} held out")
 
-            results += cross_validate(learner, tasks, golds, fold)
+            results += cross_validate(learner, tasks, fold)
     best, holds = chosen(results)
     if not holds:
         stderr.print(f"no learned ranking keeps every metric within {CV_NOISE} of the weighted "

@@ -174,9 +174,10 @@ def chosen(results: Sequence[CrossValidation]) -> tuple[CrossValidation, bool]:
     return max(holding or learned, key=lambda r: r.choice_score), bool(holding)
 
 
-def ranked_metrics(task: TaskRows, gold: Gold, order: Sequence[int]) -> dict[str, float]:
+def ranked_metrics(task: TaskRows, order: Sequence[int]) -> dict[str, float]:
     """The CV metrics of one task's pool read in ``order`` (indices into its
     candidates), as ``ctx04 eval`` reads a ranking of its first TOP_K."""
+    gold = task.gold
     ranked = [
         RankedItem(rank, c.span.path, c.span.start_line, c.span.end_line, c.qualname, c.kind,
                    included=False)
@@ -212,7 +213,6 @@ def mean_metrics(values: Sequence[Mapping[str, float]]) -> dict[str, float]:
 def cross_validate(
     learner: str,
     tasks: Sequence[TaskRows],
-    golds: Mapping[str, Gold],
     progress: Callable[[int, int, str], None] | None = None,
 ) -> list[CrossValidation]:
     """Leave one repository out at a time: the learner's own order and each of
@@ -241,7 +241,7 @@ def cross_validate(
         for fusion in fusions:
             found[fusion][repo] = {
                 task.instance_id: ranked_metrics(
-                    task, golds[task.instance_id], keep_weighted_files(
+                    task, keep_weighted_files(
                         order if fusion is None else order_by(task, fusion.scores(order)),
                         [c.span.path for c in task.candidates], TOP_K,
                     ),

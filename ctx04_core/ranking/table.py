@@ -41,6 +41,7 @@ class TaskRows:
     candidates: tuple[Candidate, ...]
     rows: tuple[tuple[float, ...], ...]
     labels: tuple[Labels, ...]
+    gold: Gold  # what the labels were read from; the CV scores orders against it
 
 
 def pool_of(
@@ -82,7 +83,7 @@ def task_rows(record: Mapping[str, Any], task_text: str) -> TaskRows | None:
         for c in candidates
     )
     return TaskRows(
-        record["instance_id"], record["repo"], tuple(candidates), tuple(rows), labels
+        record["instance_id"], record["repo"], tuple(candidates), tuple(rows), labels, gold
     )
 
 
