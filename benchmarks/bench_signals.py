@@ -13,8 +13,10 @@ sets, measured in the same process one after the other:
   the order before issues 22 and 23;
 - weighted: the same with the default slice (``"value"``: whole bodies near
   the best score added where they fit), ranked by the weighted fusion;
-- default: the same ranked by the default fusion (``"learned"``, the shipped
-  ranking model);
+- never in doubt: the same ranked by the default fusion (``"learned"``, the
+  shipped ranking model), with the slice's doubt off
+  (``doubt_probability = 0``: no bodies added where the leaders are improbable);
+- default: the same with the doubt on (the default);
 - + meaning: the default install and the optional ``meaning`` plugin, whose
   vectors are read from the index (made when it is built with the plugin
   enabled, or by the untimed warm-up for an index built without it).
@@ -50,6 +52,7 @@ PLUGIN_SETS: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
         ("pin", "meaning", "dependence"), {"slice_shape": "signatures", "fusion": "weighted"}
     ),
     "weighted": (("pin", "meaning", "dependence"), {"fusion": "weighted"}),
+    "never in doubt": (("pin", "meaning", "dependence"), {"doubt_probability": 0.0}),
     "default": (("pin", "meaning", "dependence"), {}),
     "+ meaning": (("pin", "dependence"), {}),
 }

@@ -248,6 +248,21 @@ class Settings:
     # read once: line recall 0.513 -> 0.523 and 0.243 -> 0.243, irrelevant
     # 0.793 -> 0.791 and 0.794 -> 0.796.
     type_span_max_lines: int = 100
+    # A slice in doubt (the learned order gives each of its first three
+    # candidates a probability under doubt_probability of holding a changed
+    # line) then shows whole the ranked functions and methods whose
+    # probability is at least doubt_floor, in rank order, each when it
+    # fits. The irrelevant share is read per slice: one that misses every
+    # changed line scores 1.0 however much it shows, so these bodies cost
+    # precision only where the leaders were right, which their probability
+    # says is unlikely. Chosen on the training tasks (docs/benchmarks.md,
+    # "A slice in doubt"): line recall 0.440 -> 0.469 Python, 0.322 ->
+    # 0.341 multilingual, irrelevant 0.807 -> 0.810 and 0.794 -> 0.796,
+    # every ranking metric equal. The probabilities are the shipped
+    # logistic model's; under the weighted fusion (no model score) the
+    # slice is never in doubt. doubt_probability 0: off.
+    doubt_probability: float = 0.35
+    doubt_floor: float = 0.03
     # Then each of the first leader_ranks candidates cut to its best lines (a
     # body too long for the budget, a module's own lines) shows its lines
     # scoring at least leader_line_ratio of its best line, each with
@@ -359,6 +374,11 @@ class Settings:
             raise SettingsError(
                 f"leader_line_ratio is a share of a candidate's best line score, in (0, 1], "
                 f"not {self.leader_line_ratio!r}"
+            )
+        if not 0 <= self.doubt_probability <= 1 or not 0 <= self.doubt_floor <= 1:
+            raise SettingsError(
+                f"doubt_probability and doubt_floor are probabilities, in [0, 1], "
+                f"not {self.doubt_probability!r} and {self.doubt_floor!r}"
             )
         if self.leader_ranks < 0 or self.leader_line_context < 0 or self.type_span_max_lines < 0:
             raise SettingsError(

@@ -7,6 +7,7 @@ edit; the plan never hands assemble more than fits."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -288,3 +289,45 @@ def test_past_value_ranks_a_body_in_the_leading_file_is_whole(shop: Repo) -> Non
         ("shop.pricing.round_money", "signature", [12]),
         ("shop.cart.Cart.add", "whole", [28, 29, 30, 31, 32]),
     ]
+
+
+def test_a_slice_in_doubt_shows_the_probable_bodies_whole(shop: Repo) -> None:
+    # round_money scores 0.2 of the best (under value_score_share): its
+    # signature, unless the learned order doubts its leaders (each of the
+    # first three under doubt_probability, 0.35) and gives it at least
+    # doubt_floor (0.03).
+    def order(*log_odds: float | None) -> tuple[RankedCandidate, ...]:
+        plain = ranked(
+            shop, ("shop.cart.Cart.total", 10.0), ("shop.cart.Cart.add", 5.0),
+            ("shop.pricing.apply_discount", 4.0), ("shop.pricing.round_money", 2.0),
+        )
+        return tuple(replace(r, model_score=z) for r, z in zip(plain, log_odds, strict=True))
+
+    def round_money(candidates: tuple[RankedCandidate, ...], **overrides: object) -> str:
+        settings = Settings(slice_shape="value").with_overrides(**overrides)
+        return pruned(shop, candidates, settings)[3].shown_as
+
+    # Leaders at p 0.27, 0.12, 0.05; round_money at p 0.047.
+    doubtful = order(-1.0, -2.0, -3.0, -3.0)
+    assert round_money(doubtful) == "whole"
+    assert [(n, text) for n, text in pruned(shop, doubtful, Settings())[3].lines] == [
+        (12, "def round_money(amount: float) -> float:"),
+        (13, '    """Round to whole cents, half up."""'),
+        (14, "    return int(amount * 100 + 0.5) / 100"),
+    ]
+    # A leader at p 0.5 is trusted; round_money at p 0.018 is under the floor;
+    # doubt off, or no model scores (the
+    # weighted fusion): its signature.
+    assert round_money(order(0.0, -2.0, -3.0, -3.0)) == "signature"
+    # A leader at p 0.40: trusted at doubt_probability 0.35, in doubt at 0.45.
+    assert round_money(order(-0.4, -2.0, -3.0, -3.0)) == "signature"
+    assert round_money(order(-0.4, -2.0, -3.0, -3.0), doubt_probability=0.45) == "whole"
+    assert round_money(order(-1.0, -2.0, -3.0, -4.0)) == "signature"
+    assert round_money(doubtful, doubt_probability=0.0) == "signature"
+    assert round_money(order(None, None, None, None)) == "signature"
+
+
+def test_doubt_settings_out_of_range_are_refused() -> None:
+    with pytest.raises(SettingsError, match=r"doubt_probability and doubt_floor are "
+                                            r"probabilities, in \[0, 1\], not 1.5 and 0.03"):
+        Settings(doubt_probability=1.5)
