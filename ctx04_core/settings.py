@@ -248,9 +248,9 @@ class Settings:
     # read once: line recall 0.513 -> 0.523 and 0.243 -> 0.243, irrelevant
     # 0.793 -> 0.791 and 0.794 -> 0.796.
     type_span_max_lines: int = 100
-    # A slice in doubt (the learned order gives each of its first three
-    # candidates a probability under doubt_probability of holding a changed
-    # line) then shows whole the ranked functions and methods whose
+    # A slice in doubt (the learned order gives none of its candidates a
+    # probability of at least doubt_probability of holding a changed line)
+    # then shows whole the ranked functions and methods whose
     # probability is at least doubt_floor, in rank order, each when it
     # fits. The irrelevant share is read per slice: one that misses every
     # changed line scores 1.0 however much it shows, so these bodies cost

@@ -293,9 +293,8 @@ def test_past_value_ranks_a_body_in_the_leading_file_is_whole(shop: Repo) -> Non
 
 def test_a_slice_in_doubt_shows_the_probable_bodies_whole(shop: Repo) -> None:
     # round_money scores 0.2 of the best (under value_score_share): its
-    # signature, unless the learned order doubts its leaders (each of the
-    # first three under doubt_probability, 0.35) and gives it at least
-    # doubt_floor (0.03).
+    # signature, unless the learned order doubts its leaders (none at
+    # doubt_probability, 0.35) and gives it at least doubt_floor (0.03).
     def order(*log_odds: float | None) -> tuple[RankedCandidate, ...]:
         plain = ranked(
             shop, ("shop.cart.Cart.total", 10.0), ("shop.cart.Cart.add", 5.0),
@@ -325,6 +324,13 @@ def test_a_slice_in_doubt_shows_the_probable_bodies_whole(shop: Repo) -> None:
     assert round_money(order(-1.0, -2.0, -3.0, -4.0)) == "signature"
     assert round_money(doubtful, doubt_probability=0.0) == "signature"
     assert round_money(order(None, None, None, None)) == "signature"
+    # Log-odds no logistic model gives still read as probabilities (0 and 1),
+    # never an overflow.
+    assert round_money(order(-1000.0, -1000.0, -1000.0, -3.0)) == "whole"
+    assert round_money(order(-1000.0, -1000.0, -1000.0, -1000.0)) == "signature"
+    assert round_money(order(1000.0, -2.0, -3.0, -3.0)) == "signature"
+    # The most probable candidate need not be first (a rank fusion moves it).
+    assert round_money(order(-2.0, -1.0, 0.0, -3.0)) == "signature"
 
 
 def test_doubt_settings_out_of_range_are_refused() -> None:

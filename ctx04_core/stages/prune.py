@@ -57,9 +57,9 @@ the line that matches the task rather than on it (on the training tasks a
 535-line method's best line was four lines above the change). Signatures
 do not grow: that would show bodies the score share refused.
 
-A slice in doubt shows more: when the learned order gives each of its
-first three candidates a probability under ``doubt_probability`` of holding
-a changed line, the ranked functions and methods with a probability of at
+A slice in doubt shows more: when the learned order gives none of its
+candidates a probability of at least ``doubt_probability`` of holding a
+changed line, the ranked functions and methods with a probability of at
 least ``doubt_floor`` are shown whole too, in rank order, last, when they
 fit. A slice that misses every changed line is wholly irrelevant however
 little it shows, so bodies spent where the leaders are probably wrong cost
@@ -346,17 +346,24 @@ def _worth_whole(
 
 
 def _probability(item: RankedCandidate) -> float | None:
-    if item.model_score is None:
+    """The model's log-odds as a probability; ``exp`` only of a non-positive
+    number, which cannot overflow whatever a model file scores."""
+    z = item.model_score
+    if z is None:
         return None
-    return 1.0 / (1.0 + math.exp(-item.model_score))
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    odds = math.exp(z)
+    return odds / (1.0 + odds)
 
 
 def _in_doubt(ranked: tuple[RankedCandidate, ...], settings: Settings) -> bool:
-    """Whether the learned order gives each of the first three candidates a
-    probability of holding a changed line under ``doubt_probability``."""
-    leaders = [_probability(r) for r in ranked[:3]]
-    return bool(leaders) and all(
-        p is not None and p < settings.doubt_probability for p in leaders
+    """Whether the learned order gives no candidate a probability of holding a
+    changed line of at least ``doubt_probability`` (its first is its most
+    probable, unless a rank fusion moved it)."""
+    probabilities = [_probability(r) for r in ranked]
+    return bool(probabilities) and all(
+        p is not None and p < settings.doubt_probability for p in probabilities
     )
 
 
