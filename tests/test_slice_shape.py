@@ -314,16 +314,15 @@ def test_a_slice_in_doubt_shows_the_probable_bodies_whole(shop: Repo) -> None:
         (13, '    """Round to whole cents, half up."""'),
         (14, "    return int(amount * 100 + 0.5) / 100"),
     ]
-    # A leader at p 0.5 is trusted; round_money at p 0.018 is under the floor;
-    # doubt off, or no model scores (the
-    # weighted fusion): its signature.
+    # A leader at p 0.5 is trusted; round_money at p 0.018 is under the
+    # floor; doubt off, or no model scores (the weighted fusion): its signature.
     assert round_money(order(0.0, -2.0, -3.0, -3.0)) == "signature"
-    # A leader at p 0.40: trusted at doubt_probability 0.35, in doubt at 0.45.
-    assert round_money(order(-0.4, -2.0, -3.0, -3.0)) == "signature"
-    assert round_money(order(-0.4, -2.0, -3.0, -3.0), doubt_probability=0.45) == "whole"
     assert round_money(order(-1.0, -2.0, -3.0, -4.0)) == "signature"
     assert round_money(doubtful, doubt_probability=0.0) == "signature"
     assert round_money(order(None, None, None, None)) == "signature"
+    # A leader at p 0.40: trusted at doubt_probability 0.35, in doubt at 0.45.
+    assert round_money(order(-0.4, -2.0, -3.0, -3.0)) == "signature"
+    assert round_money(order(-0.4, -2.0, -3.0, -3.0), doubt_probability=0.45) == "whole"
     # Log-odds no logistic model gives still read as probabilities (0 and 1),
     # never an overflow.
     assert round_money(order(-1000.0, -1000.0, -1000.0, -3.0)) == "whole"

@@ -240,7 +240,8 @@ def _value_shape(
     bodies of the definitions within ``value_ranks`` or in the files of the
     first ``value_files`` candidates with a score near the best, in rank
     order, then the best lines of the leaders still cut to them with their
-    neighbours, each while what it adds fits what is left of the budgets."""
+    neighbours, then, in doubt, the bodies the learned order finds probable
+    enough, each while what it adds fits what is left of the budgets."""
     excerpts = _signatures_shape(shapes, ranked, settings)
     room = _Room(repo, settings)
     planned = 0
