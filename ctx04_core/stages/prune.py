@@ -81,6 +81,7 @@ from __future__ import annotations
 import functools
 import math
 from collections import Counter
+from collections.abc import Callable
 
 from ctx04_core.bm25 import idf, score, term_weights
 from ctx04_core.evidence import HEADER, KINDS, short_coverage
@@ -259,15 +260,11 @@ def _value_shape(
         break
     best = max((r.score for r in ranked), default=0.0)
     leading_files = {r.candidate.span.path for r in ranked[: settings.value_files]}
-    in_doubt = _in_doubt(ranked, settings)
     shown_whole = _small_types_whole(shapes[:planned], excerpts, room)
-    for i, shape in enumerate(shapes[:planned]):
-        if _inside(shape.item.candidate.span, shown_whole):
-            continue
-        if excerpts[i].shown_as != WHOLE and _worth_whole(shape, best, leading_files, settings):
-            whole = shape.whole()
-            if room.replace(excerpts[i], whole):
-                excerpts[i] = whole
+    _bodies_whole(
+        shapes[:planned], excerpts, room, shown_whole, settings,
+        lambda shape: _worth_whole(shape, best, leading_files, settings),
+    )
     # In a leader cut to its best lines (a body too long for the budget, a
     # module's own lines) the change is often a few lines from a line that
     # matches the task. Signatures stay: growing them too showed bodies the
@@ -280,16 +277,31 @@ def _value_shape(
             grown = shape.near_good_lines()
             if len(grown.lines) > len(excerpts[i].lines) and room.replace(excerpts[i], grown):
                 excerpts[i] = grown
-    if in_doubt:
-        for i, shape in enumerate(shapes[:planned]):
-            if (
-                excerpts[i].shown_as != WHOLE and _worth_whole_in_doubt(shape, settings)
-                and not _inside(shape.item.candidate.span, shown_whole)
-            ):
-                whole = shape.whole()
-                if room.replace(excerpts[i], whole):
-                    excerpts[i] = whole
+    if _in_doubt(ranked, settings):
+        _bodies_whole(
+            shapes[:planned], excerpts, room, shown_whole, settings,
+            lambda shape: _worth_whole_in_doubt(shape, settings),
+        )
     return excerpts
+
+
+def _bodies_whole(
+    shapes: list[_Shapes], excerpts: list[Excerpt], room: _Room, shown_whole: list[Span],
+    settings: Settings, worth: Callable[[_Shapes], bool],
+) -> None:
+    """In rank order, each candidate not yet whole nor inside a span shown
+    whole, that ``worth`` accepts and is at most ``whole_body_max_lines``
+    long, as its body when the difference fits what is left."""
+    cap = settings.whole_body_max_lines
+    for i, shape in enumerate(shapes):
+        if (
+            excerpts[i].shown_as == WHOLE or _inside(shape.item.candidate.span, shown_whole)
+            or (cap is not None and len(shape.text) > cap) or not worth(shape)
+        ):
+            continue
+        whole = shape.whole()
+        if room.replace(excerpts[i], whole):
+            excerpts[i] = whole
 
 
 def _small_types_whole(
@@ -336,13 +348,11 @@ def _worth_whole(
 ) -> bool:
     item = shape.item
     kind = item.candidate.kind
-    cap = settings.whole_body_max_lines
     return (
         (kind in FUNCTION_KINDS or (kind in TYPE_KINDS and item.rank == 1))
         and (item.rank <= settings.value_ranks or item.candidate.span.path in leading_files)
         and best > 0
         and item.score >= settings.value_score_share * best
-        and (cap is None or len(shape.text) <= cap)
     )
 
 
@@ -369,13 +379,9 @@ def _in_doubt(ranked: tuple[RankedCandidate, ...], settings: Settings) -> bool:
 
 
 def _worth_whole_in_doubt(shape: _Shapes, settings: Settings) -> bool:
-    item = shape.item
-    p = _probability(item)
-    cap = settings.whole_body_max_lines
+    p = _probability(shape.item)
     return (
-        item.candidate.kind in FUNCTION_KINDS
-        and p is not None and p >= settings.doubt_floor
-        and (cap is None or len(shape.text) <= cap)
+        shape.item.candidate.kind in FUNCTION_KINDS and p is not None and p >= settings.doubt_floor
     )
 
 
