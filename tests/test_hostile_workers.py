@@ -34,6 +34,7 @@ from ctx04_core import retrieve
 from ctx04_core.evidence import HEADER
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.index import CodeIndex, IndexUnavailable, RefreshStats, parsing
+from ctx04_core.index.workers import forked_map
 from ctx04_core.pipeline import open_repo, refreshed_repo
 from ctx04_core.plugins import plugin_manager
 from ctx04_core.regular_file import NotRegularFile, read_regular_file
@@ -376,6 +377,51 @@ def test_a_worker_that_gives_no_answer_stops_the_refresh_with_one_line(
         "a parse worker gave no answer within 2 s; the refresh was stopped"
     ]
     # Closing the pool ended every worker, the stuck one too.
+    assert forked_workers(os.getpid()) == []
+
+
+class DyingParser:
+    """A parser plugin whose process ends on one file, as a crash in a C parser would."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    @hookimpl(tryfirst=True)
+    def parse_file(self, path: str, text: str) -> None:
+        if path == self.path:
+            os._exit(3)
+
+
+@forks_workers
+def test_a_worker_that_dies_stops_the_refresh_at_once_with_one_line(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "repo", MANY_FILES).resolve()
+    pm = plugin_manager()
+    pm.register(DyingParser("pkg/m100.py"))
+    # No deadline to wait out: the worker's end is the end of its answers.
+    with pytest.raises(IndexUnavailable) as failed:
+        open_repo(root, pm, Settings())
+    assert str(failed.value) == (
+        "a parse worker ended without an answer (exit code 3); the refresh was stopped"
+    )
+    assert forked_workers(os.getpid()) == []
+
+
+def large_answer(task: int) -> bytes:
+    """Task 1's answer outgrows any pipe: its worker blocks in mid-answer until read."""
+    return bytes(32 * 1024 * 1024) if task == 1 else b"small"
+
+
+@forks_workers
+def test_workers_closed_in_mid_answer_end_at_once() -> None:
+    # multiprocessing.Pool, closed while a worker wrote a large answer, could
+    # wait for ever on the rest of it (CI saw ``ctx04 index`` hang on a full disk).
+    answers = forked_map(large_answer, [0, 1, 2], processes=2, timeout_s=HANG_S, ahead=2)
+    assert next(answers) == b"small"
+    time.sleep(0.5)  # task 1's worker is now blocked writing into its full pipe
+    closing = threading.Thread(target=answers.close, daemon=True)
+    closing.start()
+    closing.join(HANG_S)
+    assert not closing.is_alive(), "closing waited on a worker in mid-answer"
     assert forked_workers(os.getpid()) == []
 
 

@@ -13,14 +13,13 @@ import hashlib
 import json
 import multiprocessing
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
-from multiprocessing.pool import IMapIterator
 
 import pluggy
 
 from ctx04_core.index.opening import IndexUnavailable
-from ctx04_core.index.workers import forked_pool
+from ctx04_core.index.workers import WorkerFailed, forked_map
 from ctx04_core.parse_budget import TooComplex
 from ctx04_core.regular_file import FileTooLarge, NotRegularFile, read_regular_file
 from ctx04_core.settings import Settings
@@ -36,11 +35,8 @@ PARALLEL_WINDOW = 1024
 _FORK = "fork" in multiprocessing.get_all_start_methods()
 # A worker's answer (PARALLEL_CHUNK files read and parsed) that has not come
 # within this long means the worker is stuck: the refresh fails with one
-# line rather than wait for ever, and closing the pool ends the workers.
+# line rather than wait for ever, and the workers are killed.
 WORKER_ANSWER_TIMEOUT_S = 300.0
-# In a forked worker, what it parses with: the root (as a prefix), the
-# plugin manager and the settings.
-_forked: tuple[str, pluggy.PluginManager, Settings] | None = None
 
 
 @dataclass(frozen=True)
@@ -184,44 +180,17 @@ def read_files(
         for rel, known_key in jobs:
             yield _read_file(top, rel, known_key, pm, settings)
         return
-    with forked_pool(workers, _adopt, (top, pm, settings)) as pool:
-        pending: Iterator[Outcome] = iter(())
-        for start in range(0, len(jobs), PARALLEL_WINDOW):
-            # Chunked here, not by imap: only an unchunked imap's answers can be
-            # awaited with a deadline.
-            chunks = [jobs[at : at + PARALLEL_CHUNK]
-                      for at in range(start, min(start + PARALLEL_WINDOW, len(jobs)),
-                                      PARALLEL_CHUNK)]
-            ahead = _in_time(pool.imap(_read_forked, chunks))
-            yield from pending
-            pending = ahead
-        yield from pending
+    chunks = [jobs[at : at + PARALLEL_CHUNK] for at in range(0, len(jobs), PARALLEL_CHUNK)]
 
+    def read_chunk(chunk: list[tuple[str, str]]) -> list[Outcome]:
+        return [_read_file(top, rel, known_key, pm, settings) for rel, known_key in chunk]
 
-def _in_time(answers: IMapIterator[list[Outcome]]) -> Iterator[Outcome]:
-    """The workers' answers, each chunk's within ``WORKER_ANSWER_TIMEOUT_S``."""
-    while True:
-        try:
-            yield from answers.next(WORKER_ANSWER_TIMEOUT_S)
-        except StopIteration:
-            return
-        except multiprocessing.TimeoutError:
-            raise IndexUnavailable(
-                f"a parse worker gave no answer within {WORKER_ANSWER_TIMEOUT_S:g} s; "
-                "the refresh was stopped"
-            ) from None
-
-
-def _adopt(top: str, pm: pluggy.PluginManager, settings: Settings) -> None:
-    """In a new worker: keep what the refresh parses with (each refresh forks its own)."""
-    global _forked
-    _forked = (top, pm, settings)
-
-
-def _read_forked(chunk: list[tuple[str, str]]) -> list[Outcome]:
-    assert _forked is not None
-    top, pm, settings = _forked
-    return [_read_file(top, rel, known_key, pm, settings) for rel, known_key in chunk]
+    try:
+        for outcomes in forked_map(read_chunk, chunks, workers, WORKER_ANSWER_TIMEOUT_S,
+                                   ahead=2 * PARALLEL_WINDOW // PARALLEL_CHUNK):
+            yield from outcomes
+    except WorkerFailed as err:
+        raise IndexUnavailable(f"a parse worker {err}; the refresh was stopped") from None
 
 
 def too_large(size: int, settings: Settings) -> str:
