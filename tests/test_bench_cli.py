@@ -72,6 +72,7 @@ def test_eval_ctx04(runs: Runs) -> None:
         "calc.ops", "calc.ops.Stats", "calc.ops.Stats.mean"
     ]
     assert (first["system"], first["disabled"], first["error"]) == ("ctx04", [], None)
+    assert first["unavailable"] == second["unavailable"] == []
     assert first["settings"]["budget_tokens"] == 4000
     # The title's "b" weighs x3, and hypot holds it twice: it ranks second.
     assert [r["qualname"] for r in first["ranked"]] == [
@@ -134,6 +135,25 @@ def test_eval_records_the_learned_orders_model_score(runs: Runs) -> None:
     ]
     # The weighted fusion's records carry none.
     assert {r["model_score"] for r in records(runs.tmp / "ctx04.jsonl")[0]["ranked"]} == {None}
+
+
+def test_eval_records_what_the_retrieval_reported_unavailable(runs: Runs) -> None:
+    model = runs.tmp / "corrupt-model.json"
+    model.write_text("{not json", encoding="utf-8")
+    out = runs.tmp / "corrupt-model.jsonl"
+    run = ctx04(runs.env, "eval", *dataset_args(runs.bench, runs.tmp), "--set", "fusion=learned",
+                "--set", f"ranking_model={model}", "--out", out)
+    assert run.returncode == 0, run.stderr
+    why = (f"ranking model {model}: not valid JSON (Expecting property name enclosed in "
+           "double quotes at line 1 column 2)")
+    # Each record says what its retrieval could not do (here: read the model,
+    # so the weighted order ranked), and the summary counts the instances.
+    for record in records(out):
+        assert record["unavailable"] == [{"reason": "ranking model", "detail": why}]
+        assert {r["model_score"] for r in record["ranked"]} == {None}
+    assert ("unavailable in retrieval, instances by reason: ranking model 2 "
+            "(each record's `unavailable` says what)") in run.stdout
+    assert "unavailable in retrieval" not in runs.ctx04.stdout
 
 
 def test_eval_gives_each_tree_its_history_up_to_the_base(runs: Runs) -> None:

@@ -488,6 +488,10 @@ def _show_summary(summary: Summary, title: str) -> None:
     console.print(
         f"ctx04 eval: {escape(title)}: {summary.instances} instances, {summary.errors} errored"
     )
+    if summary.unavailable:
+        reported = ", ".join(f"{escape(reason)} {n}" for reason, n in summary.unavailable.items())
+        console.print(f"unavailable in retrieval, instances by reason: {reported} "
+                      "(each record's `unavailable` says what)")
     table = Table()
     table.add_column("metric")
     table.add_column("value", justify="right")

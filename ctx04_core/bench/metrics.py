@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -147,6 +148,10 @@ class Answer:
     # The decision door's call (whether it ranked, why not, tokens, seconds,
     # cost), when the system has a door enabled.
     door: dict[str, Any] | None = None
+    # (reason, detail) of each "unavailable" diagnostic of the retrieval: a
+    # search cut short by a deadline is why one run's order may differ from
+    # another's.
+    unavailable: tuple[tuple[str, str], ...] = ()
 
 
 def score(gold: Gold, answer: Answer, covered: Covered) -> dict[str, float]:
@@ -249,6 +254,9 @@ def share(gold: set[Any], found: set[Any]) -> float:
 class Summary:
     instances: int
     errors: int
+    # Per reason (a deadline's "timeout", a cap's "truncated", a "ranking
+    # model" that could not be read), the instances whose retrieval reported it.
+    unavailable: dict[str, int]
     means: dict[str, float]  # every metric's mean over the instances
     seconds_p50: float | None  # wall time per instance, over those that did not fail
     seconds_p95: float | None
@@ -280,6 +288,9 @@ def summarise(records: Sequence[Mapping[str, Any]]) -> Summary:
     return Summary(
         instances=len(records),
         errors=len(records) - len(ok),
+        unavailable=dict(sorted(Counter(
+            reason for r in records for reason in {u["reason"] for u in r.get("unavailable", ())}
+        ).items())),
         means=means,
         seconds_p50=nearest_rank(seconds, 50),
         seconds_p95=nearest_rank(seconds, 95),

@@ -127,7 +127,7 @@ def _failed(instance: Instance, header: _Header, error: str | None) -> dict[str,
         "disabled": header.disabled, "plugins": header.plugins, "settings": header.settings,
         "gold": None, "ranked": [], "shown": [], "metrics": dict(FAILED), "tokens": 0,
         "seconds": None, "index_seconds": None, "tree_seconds": None, "missing_blobs": [],
-        "door": None, "error": error,
+        "door": None, "unavailable": [], "error": error,
     }
 
 
@@ -162,6 +162,7 @@ def evaluate(
     record["metrics"] = score(gold, answer, _covered(tree.root, loaded_plugins()))
     record["tokens"] = answer.tokens
     record["door"] = answer.door
+    record["unavailable"] = [{"reason": r, "detail": d} for r, d in answer.unavailable]
     record["seconds"] = round(answer.seconds, 3)
     if answer.index_seconds is not None:
         record["index_seconds"] = round(answer.index_seconds, 3)

@@ -81,7 +81,11 @@ def run_ctx04(task: str, root: Path, settings: Settings, pm: pluggy.PluginManage
     door = None
     if result.decision is not None:
         door = {"ranked": result.decision.selection is not None, **asdict(result.decision.call)}
-    return Answer(ranked, shown, result.context.tokens, seconds, result.index.seconds, door)
+    unavailable = tuple(
+        (d.reason, d.detail) for d in result.diagnostics if d.kind == "unavailable"
+    )
+    return Answer(ranked, shown, result.context.tokens, seconds, result.index.seconds, door,
+                  unavailable)
 
 
 def run_bm25(task: str, root: Path, settings: Settings, pm: pluggy.PluginManager) -> Answer:
