@@ -16,7 +16,9 @@ sets, measured in the same process one after the other:
 - never in doubt: the same ranked by the default fusion (``"learned"``, the
   shipped ranking model), with the slice's doubt off
   (``doubt_probability = 0``: no bodies added where the leaders are improbable);
-- default: the same with the doubt on (the default);
+- no siblings: the doubt on, without the functions past ``top_k`` in the
+  slice's files (``doubt_pool_floor = 1``);
+- default: the same with those too (the default);
 - + meaning: the default install and the optional ``meaning`` plugin, whose
   vectors are read from the index (made when it is built with the plugin
   enabled, or by the untimed warm-up for an index built without it).
@@ -53,6 +55,7 @@ PLUGIN_SETS: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
     ),
     "weighted": (("pin", "meaning", "dependence"), {"fusion": "weighted"}),
     "never in doubt": (("pin", "meaning", "dependence"), {"doubt_probability": 0.0}),
+    "no siblings": (("pin", "meaning", "dependence"), {"doubt_pool_floor": 1.0}),
     "default": (("pin", "meaning", "dependence"), {}),
     "+ meaning": (("pin", "dependence"), {}),
 }

@@ -177,15 +177,22 @@ def expand(
 
 @hookspec(firstresult=True)
 def prune(
-    query: Query, ranked: tuple[RankedCandidate, ...], repo: Repo, settings: Settings
+    query: Query,
+    ranked: tuple[RankedCandidate, ...],
+    reserve: tuple[RankedCandidate, ...],
+    repo: Repo,
+    settings: Settings,
 ) -> list[Excerpt] | None:
     """Cut each ranked candidate down to the lines that serve the task.
 
     Called once per retrieval after the signals are fused and the best
-    ``settings.top_k`` kept. Returns one excerpt per candidate that should
-    stay, in rank order; a candidate left out is dropped. Whole lines only,
-    never a partial statement. First result wins; with no implementation
-    enabled every candidate is shown whole.
+    ``settings.top_k`` kept. ``reserve`` is the rest of the learned order
+    (ranks past ``top_k``, each with its model score; empty under the
+    weighted fusion): never candidates of the answer, but an excerpt may
+    show one. Returns one excerpt per candidate that should stay, in rank
+    order, then any from the reserve; a candidate left out is dropped.
+    Whole lines only, never a partial statement. First result wins; with no
+    implementation enabled every candidate is shown whole.
     """
 
 

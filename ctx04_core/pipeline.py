@@ -21,7 +21,7 @@ from ctx04_core.plugins import PluginError, enabled_plugins, given_or_chosen
 from ctx04_core.repository import Repo, git_base, resolve_root
 from ctx04_core.selection import observe, picked_order, shown_ranks
 from ctx04_core.settings import Settings
-from ctx04_core.stages.fuse import fuse, ranking_model
+from ctx04_core.stages.fuse import fuse, fused_order, ranking_model
 from ctx04_core.stages.merge import merge
 from ctx04_core.stages.prune import statement_lines
 from ctx04_core.stages.query import build_query, extensions_of
@@ -306,14 +306,16 @@ def run_stages(
     merged = merge(recalled, repo)
     signals = _signals(hook, query, merged, repo, settings, memo)
     ranked = fuse(merged, signals, settings)
+    reserve: list[RankedCandidate] = []
     expanded = collect(hook.expand(query=query, ranked=tuple(ranked), repo=repo, settings=settings))
     if expanded:
         merged = merge(recalled, repo)
         signals = _signals(hook, query, merged, repo, settings, memo)
     if expanded or model is not None:
-        ranked = fuse(merged, signals, settings, task_text=query.task_text, model=model)
+        fused = fused_order(merged, signals, settings, task_text=query.task_text, model=model)
+        ranked, reserve = fused[: settings.top_k], fused[settings.top_k :]
     excerpts: list[Excerpt] | None = hook.prune(
-        query=query, ranked=tuple(ranked), repo=repo, settings=settings
+        query=query, ranked=tuple(ranked), reserve=tuple(reserve), repo=repo, settings=settings
     )
     if excerpts is None:
         excerpts = [whole_excerpt(r, repo) for r in ranked]
@@ -484,12 +486,15 @@ def _call_signatures(
     settings: Settings,
 ) -> tuple[list[Excerpt], tuple[Diagnostic, ...]]:
     """The signature of each definition the excerpts' shown lines call, as
-    excerpts ranked after the last candidate (the ``called_definitions`` hook),
+    excerpts ranked after the last candidate or excerpt (the ``called_definitions`` hook),
     and the cut when there were more than ``settings.call_signatures_limit``."""
     limit = settings.call_signatures_limit
     if limit == 0:
         return [], ()
-    candidates = {(r.candidate.span, r.candidate.qualname) for r in ranked}
+    # The candidates, and the reserve's that an excerpt shows.
+    shown = [r.candidate for r in ranked] + [e.ranked.candidate for e in excerpts]
+    candidates = {(c.span, c.qualname) for c in shown}
+    last_rank = max([len(ranked)] + [e.ranked.rank for e in excerpts])
     called: dict[Node, None] = {}
     for excerpt in excerpts:
         found = hook.called_definitions(excerpt=excerpt, repo=repo, settings=settings)
@@ -506,7 +511,7 @@ def _call_signatures(
         lines = tuple((n, source.lines[n - 1]) for n in header if n <= len(source.lines))
         if lines:
             candidate = Candidate(node.span, node.kind, node.qualname, (CALLED,))
-            rank = len(ranked) + len(signatures) + 1
+            rank = last_rank + len(signatures) + 1
             signatures.append(Excerpt(RankedCandidate(candidate, rank, 0.0), lines, SIGNATURE))
     cut: tuple[Diagnostic, ...] = ()
     if len(called) > limit:

@@ -263,6 +263,15 @@ class Settings:
     # slice is never in doubt. doubt_probability 0: off.
     doubt_probability: float = 0.35
     doubt_floor: float = 0.03
+    # Last, in doubt, the functions and methods the learned order placed past
+    # top_k, in the files the slice shows, whose probability is at least
+    # doubt_pool_floor, whole, in its order, each when it fits: the function
+    # to change is often a sibling of the one that ranked. Chosen on the
+    # training tasks (docs/benchmarks.md, "Siblings past top_k"): at 0.02,
+    # 0.01, 0.005 multilingual line recall 0.341 -> 0.351, 0.369, 0.375,
+    # irrelevant 0.796 -> 0.800, 0.807, 0.813; Python 0.469 -> 0.469, 0.473,
+    # 0.482, irrelevant 0.810 -> 0.811, 0.817, 0.824. 1: off.
+    doubt_pool_floor: float = 0.01
     # Then each of the first leader_ranks candidates cut to its best lines (a
     # body too long for the budget, a module's own lines) shows its lines
     # scoring at least leader_line_ratio of its best line, each with
@@ -375,10 +384,11 @@ class Settings:
                 f"leader_line_ratio is a share of a candidate's best line score, in (0, 1], "
                 f"not {self.leader_line_ratio!r}"
             )
-        if not 0 <= self.doubt_probability <= 1 or not 0 <= self.doubt_floor <= 1:
+        doubts = (self.doubt_probability, self.doubt_floor, self.doubt_pool_floor)
+        if not all(0 <= p <= 1 for p in doubts):
             raise SettingsError(
-                f"doubt_probability and doubt_floor are probabilities, in [0, 1], "
-                f"not {self.doubt_probability!r} and {self.doubt_floor!r}"
+                f"doubt_probability, doubt_floor and doubt_pool_floor are probabilities, "
+                f"in [0, 1], not {', '.join(map(repr, doubts))}"
             )
         if self.leader_ranks < 0 or self.leader_line_context < 0 or self.type_span_max_lines < 0:
             raise SettingsError(

@@ -160,8 +160,8 @@ def test_prune_keeps_real_lines_of_each_candidate_in_rank_order(
     query = Query(task_text=goal, identifiers=tuple(goal.split()), unresolved=(),
                   error_strings=(), test_names=(), file_paths=(), goal_hint=goal)
     limits = Settings(budget_tokens=budget)
-    excerpts = prune(query=query, ranked=ranked, repo=repo, settings=limits)
-    assert excerpts == prune(query=query, ranked=ranked, repo=repo, settings=limits)
+    excerpts = prune(query=query, ranked=ranked, reserve=(), repo=repo, settings=limits)
+    assert excerpts == prune(query=query, ranked=ranked, reserve=(), repo=repo, settings=limits)
     positions = [ranked.index(e.ranked) for e in excerpts]
     assert positions == sorted(set(positions))  # a subsequence of the ranking
     for excerpt in excerpts:

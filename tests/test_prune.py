@@ -66,7 +66,7 @@ def run(
     # tests/test_slice_shape.py's.
     settings = Settings(slice_shape="signatures").with_overrides(**overrides)
     query = build_query(TASK, names=repo.index.names(), settings=settings)
-    return prune(query=query, ranked=ranked, repo=repo, settings=settings)
+    return prune(query=query, ranked=ranked, reserve=(), repo=repo, settings=settings)
 
 
 def kept(excerpts: list[Excerpt]) -> dict[str | None, list[int]]:

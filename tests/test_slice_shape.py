@@ -45,10 +45,13 @@ def ranked(repo: Repo, *order: tuple[str, float]) -> tuple[RankedCandidate, ...]
     )
 
 
-def pruned(repo: Repo, order: tuple[RankedCandidate, ...], settings: Settings) -> list[Excerpt]:
-    """The prune stage's excerpts of ``order`` for TASK."""
+def pruned(
+    repo: Repo, order: tuple[RankedCandidate, ...], settings: Settings,
+    reserve: tuple[RankedCandidate, ...] = (),
+) -> list[Excerpt]:
+    """The prune stage's excerpts of ``order`` (and its ``reserve``) for TASK."""
     query = build_query(TASK, names=repo.index.names(), settings=settings)
-    return prune(query=query, ranked=order, repo=repo, settings=settings)
+    return prune(query=query, ranked=order, reserve=reserve, repo=repo, settings=settings)
 
 
 def sliced(
@@ -332,7 +335,83 @@ def test_a_slice_in_doubt_shows_the_probable_bodies_whole(shop: Repo) -> None:
     assert round_money(order(-2.0, -1.0, 0.0, -3.0)) == "signature"
 
 
+def test_a_slice_in_doubt_shows_probable_siblings_from_past_top_k(shop: Repo) -> None:
+    def scored(
+        first_rank: int, *named: tuple[str, float]
+    ) -> tuple[RankedCandidate, ...]:
+        plain = ranked(shop, *((q, 1.0) for q, _ in named))
+        return tuple(replace(r, rank=r.rank + first_rank - 1, model_score=z)
+                     for r, (_, z) in zip(plain, named, strict=True))
+
+    # Leaders at p 0.27, 0.12, 0.05 (in doubt), in cart.py and pricing.py.
+    doubtful = scored(1, ("shop.cart.Cart.total", -1.0), ("shop.cart.Cart.add", -2.0),
+                      ("shop.pricing.apply_discount", -3.0))
+    # The learned order past top_k: p 0.029, 0.0025 (under doubt_pool_floor,
+    # 0.01), 0.018.
+    reserve = scored(4, ("shop.cart.Cart.remove", -3.5), ("shop.cart.Cart.apply_coupon", -6.0),
+                     ("shop.cart.LineItem.subtotal", -4.0))
+
+    def siblings(
+        leaders: tuple[RankedCandidate, ...], **overrides: object
+    ) -> list[tuple[str, int, str, list[int]]]:
+        settings = Settings(slice_shape="value").with_overrides(**overrides)
+        return [
+            (e.ranked.candidate.qualname, e.ranked.rank, e.shown_as, [n for n, _ in e.lines])
+            for e in pruned(shop, leaders, settings, reserve) if e.ranked.rank > 3
+        ]
+
+    # After the candidates, whole, in the reserve's order.
+    assert siblings(doubtful) == [
+        ("shop.cart.Cart.remove", 4, "whole", [34, 35]),
+        ("shop.cart.LineItem.subtotal", 6, "whole", [16, 17]),
+    ]
+    assert siblings(doubtful, doubt_pool_floor=0.02) == [
+        ("shop.cart.Cart.remove", 4, "whole", [34, 35]),
+    ]
+    # Trusted leaders (p 0.5), doubt off, the floor at 1: none.
+    trusted = (replace(doubtful[0], model_score=0.0), *doubtful[1:])
+    assert siblings(trusted) == []
+    assert siblings(doubtful, doubt_probability=0.0) == []
+    assert siblings(doubtful, doubt_pool_floor=1.0) == []
+    # Only in the files the slice shows: with leaders in pricing.py alone, none.
+    assert siblings(doubtful[2:]) == []
+
+
+def test_siblings_are_references_ranked_after_the_candidates(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "shop", SHOP)
+
+    def shown(**overrides: object) -> tuple[list[tuple[int, str]], list[tuple[int, str, int, int]]]:
+        # Always in doubt (every p < 1); two candidates, the rest of the
+        # learned order in reserve.
+        settings = Settings(fusion="learned", top_k=2, doubt_probability=1.0).with_overrides(
+            **overrides
+        )
+        data = retrieval_json(retrieve(TASK, root, settings=settings))
+        return ([(c["rank"], c["qualname"]) for c in data["candidates"]],
+                [(r["rank"], r["path"], r["start_line"], r["end_line"])
+                 for r in data["references"]])
+
+    candidates = [(1, "shop.cart.Cart.total"), (2, "shop.pricing.round_money")]
+    # Every function of cart.py and pricing.py in the reserve, whole, by its
+    # learned rank; then the signatures of what the shown lines call
+    # (inventory.py's, LineItem's header), numbered after them.
+    assert shown(doubt_pool_floor=0.0) == (candidates, [
+        (1, "shop/cart.py", 41, 46), (2, "shop/pricing.py", 12, 14),
+        (3, "shop/cart.py", 37, 39), (5, "shop/pricing.py", 6, 9), (7, "shop/cart.py", 16, 17),
+        (8, "shop/cart.py", 28, 32), (9, "shop/cart.py", 23, 26), (12, "shop/cart.py", 34, 35),
+        (13, "shop/inventory.py", 13, 13), (14, "shop/inventory.py", 16, 16),
+        (15, "shop/cart.py", 10, 11),
+    ])
+    # Without them, the signatures follow the candidates.
+    assert shown(doubt_pool_floor=1.0) == (candidates, [
+        (1, "shop/cart.py", 41, 46), (2, "shop/pricing.py", 12, 14),
+        (3, "shop/cart.py", 16, 16), (4, "shop/pricing.py", 6, 6),
+    ])
+
+
 def test_doubt_settings_out_of_range_are_refused() -> None:
-    with pytest.raises(SettingsError, match=r"doubt_probability and doubt_floor are "
-                                            r"probabilities, in \[0, 1\], not 1.5 and 0.03"):
+    with pytest.raises(SettingsError, match=r"doubt_probability, doubt_floor and "
+                       r"doubt_pool_floor are probabilities, in \[0, 1\], not 1.5, 0.03, 0.01"):
         Settings(doubt_probability=1.5)
+    with pytest.raises(SettingsError, match=r"not 0.35, 0.03, -0.1"):
+        Settings(doubt_pool_floor=-0.1)

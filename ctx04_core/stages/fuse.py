@@ -57,7 +57,22 @@ def fuse(
     task_text: str = "",
     model: RankingModel | None = None,
 ) -> list[RankedCandidate]:
-    """The best ``settings.top_k`` candidates by fused score, ranks 1..n.
+    """The first ``settings.top_k`` candidates of :func:`fused_order`."""
+    return fused_order(candidates, signals, settings, task_text=task_text,
+                       model=model)[: settings.top_k]
+
+
+def fused_order(
+    candidates: Sequence[Candidate],
+    signals: Iterable[Signal],
+    settings: Settings,
+    *,
+    task_text: str = "",
+    model: RankingModel | None = None,
+) -> list[RankedCandidate]:
+    """The best ``settings.top_k`` candidates by fused score, ranks 1..n; given a
+    ``model``, the rest of its pool after them, ranks n+1.., each with its model
+    score and no contributions (a slice in doubt may draw on them).
 
     Ties keep a fixed order: path, then start line. With no signal every
     score is 0 and the merged order stands. With ``settings.type_factor``
@@ -156,9 +171,11 @@ def _learned(
         order = _by_score(model.rank_fusion.scores(order), members)
     order = keep_weighted_files(order, [c.span.path for c in members], top_k)
     ranked = []
-    for rank, j in enumerate(order[:top_k], start=1):
+    for rank, j in enumerate(order, start=1):
         i = pool[j]
-        largest = sorted(model.contributions(rows[j]) + added[j], key=lambda p: -abs(p[1]))
+        largest: list[tuple[str, float]] = []
+        if rank <= top_k:
+            largest = sorted(model.contributions(rows[j]) + added[j], key=lambda p: -abs(p[1]))
         ranked.append(RankedCandidate(
             candidates[i], rank, scores[i], tuple((s.name, s.values[i]) for s in chosen),
             model_scores[j], tuple(largest[:CONTRIBUTIONS_KEPT]),

@@ -66,7 +66,13 @@ little it shows, so bodies spent where the leaders are probably wrong cost
 precision only in the few slices where they were right; where the leaders
 are probable, the slice stays as tight as above (on the training tasks:
 line recall +0.029 Python, +0.019 multilingual, irrelevant share +0.003
-and +0.002).
+and +0.002). Then, still in doubt, the functions and methods the learned
+order placed past ``top_k`` (its reserve) in the files the slice shows,
+with a probability of at least ``doubt_pool_floor``, are shown whole, in
+its order, apart from every line already shown, when they fit: the
+function to change is often a sibling of the one that ranked, which the
+task's words did not lift into the first ``top_k`` (training: multilingual
+line recall +0.028, Python +0.004, irrelevant share +0.011 and +0.007).
 
 A candidate whose best line scores under ``prune_relative_floor`` of the
 best line of all candidates is dropped whole: it shares little of the
@@ -115,7 +121,8 @@ def goal_terms(query: Query) -> list[str]:
 
 @hookimpl
 def prune(
-    query: Query, ranked: tuple[RankedCandidate, ...], repo: Repo, settings: Settings
+    query: Query, ranked: tuple[RankedCandidate, ...], reserve: tuple[RankedCandidate, ...],
+    repo: Repo, settings: Settings,
 ) -> list[Excerpt]:
     texts = [own_text(r.candidate, repo) for r in ranked]
     tokens = [[tokenize(line) for _, line in text] for text in texts]
@@ -143,7 +150,7 @@ def prune(
         shapes.append(_Shapes(item, text, scores, repo, settings))
     if settings.slice_shape == SIGNATURES:
         return _signatures_shape(shapes, ranked, settings)
-    return _value_shape(shapes, ranked, repo, settings)
+    return _value_shape(shapes, ranked, reserve, repo, settings)
 
 
 class _Shapes:
@@ -234,7 +241,8 @@ def _signatures_shape(
 
 
 def _value_shape(
-    shapes: list[_Shapes], ranked: tuple[RankedCandidate, ...], repo: Repo, settings: Settings
+    shapes: list[_Shapes], ranked: tuple[RankedCandidate, ...],
+    reserve: tuple[RankedCandidate, ...], repo: Repo, settings: Settings,
 ) -> list[Excerpt]:
     """The ``"signatures"`` slice (its whole leader pruned when the body does not
     fit), then the small types among the leaders as their spans, then whole
@@ -242,7 +250,8 @@ def _value_shape(
     first ``value_files`` candidates with a score near the best, in rank
     order, then the best lines of the leaders still cut to them with their
     neighbours, then, in doubt, the bodies the learned order finds probable
-    enough, each while what it adds fits what is left of the budgets."""
+    enough, among the candidates and then in its reserve, each while what it
+    adds fits what is left of the budgets."""
     excerpts = _signatures_shape(shapes, ranked, settings)
     room = _Room(repo, settings)
     planned = 0
@@ -282,7 +291,40 @@ def _value_shape(
             shapes[:planned], excerpts, room, shown_whole, settings,
             lambda shape: _worth_whole_in_doubt(shape, settings),
         )
+        excerpts.extend(_siblings_whole(reserve, excerpts[:planned], room, repo, settings))
     return excerpts
+
+
+def _siblings_whole(
+    reserve: tuple[RankedCandidate, ...], planned: list[Excerpt], room: _Room, repo: Repo,
+    settings: Settings,
+) -> list[Excerpt]:
+    """In the reserve's order, each function or method in a file the ``planned``
+    excerpts show, with a probability of at least ``doubt_pool_floor``, at most
+    ``whole_body_max_lines`` long and apart from every line shown, as its body
+    when it fits what is left."""
+    shown: dict[str, set[int]] = {}
+    for excerpt in planned:
+        if excerpt.lines:
+            shown.setdefault(excerpt.ranked.candidate.span.path, set()).update(
+                n for n, _ in excerpt.lines
+            )
+    cap = settings.whole_body_max_lines
+    siblings = []
+    for item in reserve:
+        span, p = item.candidate.span, _probability(item)
+        if (
+            item.candidate.kind not in FUNCTION_KINDS or span.path not in shown
+            or p is None or p < settings.doubt_pool_floor
+            or (cap is not None and span.end_line - span.start_line + 1 > cap)
+            or not shown[span.path].isdisjoint(range(span.start_line, span.end_line + 1))
+        ):
+            continue
+        body = Excerpt(item, tuple(own_text(item.candidate, repo)), WHOLE)
+        if body.lines and room.take(body):
+            siblings.append(body)
+            shown[span.path].update(n for n, _ in body.lines)
+    return siblings
 
 
 def _bodies_whole(
