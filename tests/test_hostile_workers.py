@@ -34,7 +34,7 @@ from ctx04_core import retrieve
 from ctx04_core.evidence import HEADER
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.index import CodeIndex, IndexUnavailable, RefreshStats, parsing
-from ctx04_core.index.workers import forked_map
+from ctx04_core.index.workers import WorkerFailed, forked_map
 from ctx04_core.pipeline import open_repo, refreshed_repo
 from ctx04_core.plugins import plugin_manager
 from ctx04_core.regular_file import NotRegularFile, read_regular_file
@@ -422,6 +422,26 @@ def test_workers_closed_in_mid_answer_end_at_once() -> None:
     closing.start()
     closing.join(HANG_S)
     assert not closing.is_alive(), "closing waited on a worker in mid-answer"
+    assert forked_workers(os.getpid()) == []
+
+
+def same(task: int) -> int:
+    return task
+
+
+@forks_workers
+def test_a_worker_killed_between_tasks_is_reported_at_the_next() -> None:
+    # One worker, one task at a time: after the first answer it waits idle.
+    answers = forked_map(same, [0, 1, 2], processes=1, timeout_s=HANG_S, ahead=0)
+    assert next(answers) == 0
+    (worker,) = forked_workers(os.getpid())
+    os.kill(worker, signal.SIGKILL)  # as the out-of-memory killer would
+    deadline = time.monotonic() + HANG_S
+    while living(worker) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    with pytest.raises(WorkerFailed) as failed:
+        next(answers)
+    assert str(failed.value) == "ended without an answer (killed by signal 9)"
     assert forked_workers(os.getpid()) == []
 
 

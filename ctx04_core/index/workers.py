@@ -89,9 +89,12 @@ def forked_map(
             deadline = time.monotonic() + timeout_s
             while awaited not in answered:
                 last = min(len(tasks), awaited + ahead + 1)
-                for _, task_writer, answers in workers:
+                for process, task_writer, answers in workers:
                     while len(sent[answers]) < TASKS_PER_WORKER and started < last:
-                        task_writer.send(tasks[started])
+                        try:
+                            task_writer.send(tasks[started])
+                        except BrokenPipeError:  # it ended between tasks
+                            raise _ended(process) from None
                         sent[answers].append(started)
                         started += 1
                 busy = [answers for answers, tasks_sent in sent.items() if tasks_sent]
@@ -104,10 +107,7 @@ def forked_map(
                         answered[sent[reader].popleft()] = reader.recv()
                     except EOFError:
                         (process,) = [p for p, _, a in workers if a is reader]
-                        process.join()
-                        code = process.exitcode or 0
-                        how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-                        raise WorkerFailed(f"ended without an answer ({how})") from None
+                        raise _ended(process) from None
             yield answered.pop(awaited)
     finally:
         for process, task_writer, answers in workers:
@@ -115,6 +115,14 @@ def forked_map(
             process.join()
             task_writer.close()
             answers.close()
+
+
+def _ended(process: BaseProcess) -> WorkerFailed:
+    """What a worker that ended without an answer is reported as."""
+    process.join()
+    code = process.exitcode or 0
+    how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+    return WorkerFailed(f"ended without an answer ({how})")
 
 
 def _fork(work: Callable[[Task], Answer]) -> tuple[BaseProcess, Connection, Connection]:
