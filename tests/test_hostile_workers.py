@@ -341,16 +341,18 @@ def test_a_stuck_worker_dies_with_its_parent_and_holds_no_lock(tmp_path: Path) -
     assert done.stdout.startswith("indexed 300 files in ")
 
 
-class StuckParser:
-    """A parser plugin that never returns on one file."""
+class MisbehavingParser:
+    """A parser plugin that does ``misbehave()`` on one file (never returns, or ends
+    its process as a crash in a C parser would)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, misbehave: Callable[[], object]) -> None:
         self.path = path
+        self.misbehave = misbehave
 
     @hookimpl(tryfirst=True)
     def parse_file(self, path: str, text: str) -> None:
         if path == self.path:
-            time.sleep(600)
+            self.misbehave()
 
 
 @forks_workers
@@ -360,7 +362,7 @@ def test_a_worker_that_gives_no_answer_stops_the_refresh_with_one_line(
     monkeypatch.setattr(parsing, "WORKER_ANSWER_TIMEOUT_S", 2.0)
     root = make_git_repo(tmp_path / "repo", MANY_FILES).resolve()
     pm = plugin_manager()
-    pm.register(StuckParser("pkg/m100.py"))
+    pm.register(MisbehavingParser("pkg/m100.py", lambda: time.sleep(600)))
     failed: list[BaseException] = []
 
     def refresh() -> None:
@@ -376,27 +378,15 @@ def test_a_worker_that_gives_no_answer_stops_the_refresh_with_one_line(
     assert [str(err) for err in failed] == [
         "a parse worker gave no answer within 2 s; the refresh was stopped"
     ]
-    # Closing the pool ended every worker, the stuck one too.
+    # Ending the refresh killed every worker, the stuck one too.
     assert forked_workers(os.getpid()) == []
-
-
-class DyingParser:
-    """A parser plugin whose process ends on one file, as a crash in a C parser would."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    @hookimpl(tryfirst=True)
-    def parse_file(self, path: str, text: str) -> None:
-        if path == self.path:
-            os._exit(3)
 
 
 @forks_workers
 def test_a_worker_that_dies_stops_the_refresh_at_once_with_one_line(tmp_path: Path) -> None:
     root = make_git_repo(tmp_path / "repo", MANY_FILES).resolve()
     pm = plugin_manager()
-    pm.register(DyingParser("pkg/m100.py"))
+    pm.register(MisbehavingParser("pkg/m100.py", lambda: os._exit(3)))
     # No deadline to wait out: the worker's end is the end of its answers.
     with pytest.raises(IndexUnavailable) as failed:
         open_repo(root, pm, Settings())

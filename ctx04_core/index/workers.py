@@ -79,8 +79,11 @@ def forked_map(
     :class:`WorkerFailed` when the awaited answer has not come within
     ``timeout_s`` or a worker ended.
     """
-    workers = [_fork(work) for _ in range(processes)]
+    workers: list[tuple[BaseProcess, Connection, Connection]] = []
     try:
+        # Inside the try: a fork that fails still kills the workers forked before it.
+        for _ in range(processes):
+            workers.append(_fork(work))
         # Per worker, the tasks sent it, in the order its answers will come.
         sent: dict[Connection, deque[int]] = {answers: deque() for _, _, answers in workers}
         answered: dict[int, Answer] = {}
