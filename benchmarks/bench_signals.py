@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_signals.py --repo django [--runs 5]
 
 Per repository (pinned tree, warm index as in ``bench_query.py``), for each
-of the 10 fixed tasks, the in-process API ``retrieve`` under three plugin
+of the 10 fixed tasks, the in-process API ``retrieve`` under these plugin
 sets, measured in the same process one after the other:
 
 - before: the stages of the session that started issue 11 (``members``,
@@ -18,6 +18,7 @@ sets, measured in the same process one after the other:
   (``doubt_probability = 0``: no bodies added where the leaders are improbable);
 - no siblings: the doubt on, without the functions past ``top_k`` in the
   slice's files (``doubt_pool_floor = 1``);
+- no head: with them, without the leading file's head (``doubt_head = False``);
 - default: the same with those too (the default);
 - + meaning: the default install and the optional ``meaning`` plugin, whose
   vectors are read from the index (made when it is built with the plugin
@@ -56,6 +57,7 @@ PLUGIN_SETS: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
     "weighted": (("pin", "meaning", "dependence"), {"fusion": "weighted"}),
     "never in doubt": (("pin", "meaning", "dependence"), {"doubt_probability": 0.0}),
     "no siblings": (("pin", "meaning", "dependence"), {"doubt_pool_floor": 1.0}),
+    "no head": (("pin", "meaning", "dependence"), {"doubt_head": False}),
     "default": (("pin", "meaning", "dependence"), {}),
     "+ meaning": (("pin", "dependence"), {}),
 }

@@ -272,6 +272,15 @@ class Settings:
     # irrelevant 0.796 -> 0.800, 0.807, 0.813; Python 0.469 -> 0.469, 0.473,
     # 0.482, irrelevant 0.810 -> 0.811, 0.817, 0.824. 1: off.
     doubt_pool_floor: float = 0.01
+    # Last, in doubt, the head of the first candidate's file (its lines before
+    # its first definition: imports, constants, docstring), less the lines
+    # shown, when it fits: a fix often adds an import or changes a constant,
+    # and the leading file is the likeliest changed one. Chosen on the
+    # training tasks (docs/benchmarks.md, "The leading file's head"): line
+    # recall 0.473 -> 0.497 Python, 0.369 -> 0.378 multilingual, irrelevant
+    # 0.817 -> 0.809 and 0.807 -> 0.807; dev, read once: 0.567 -> 0.569 and
+    # 0.277 -> 0.283, irrelevant 0.790 -> 0.795 and 0.796 -> 0.797. False: off.
+    doubt_head: bool = True
     # Then each of the first leader_ranks candidates cut to its best lines (a
     # body too long for the budget, a module's own lines) shows its lines
     # scoring at least leader_line_ratio of its best line, each with

@@ -354,7 +354,7 @@ def test_a_slice_in_doubt_shows_probable_siblings_from_past_top_k(shop: Repo) ->
     def siblings(
         leaders: tuple[RankedCandidate, ...], **overrides: object
     ) -> list[tuple[str, int, str, list[int]]]:
-        settings = Settings(slice_shape="value").with_overrides(**overrides)
+        settings = Settings(slice_shape="value", doubt_head=False).with_overrides(**overrides)
         return [
             (e.ranked.candidate.qualname, e.ranked.rank, e.shown_as, [n for n, _ in e.lines])
             for e in pruned(shop, leaders, settings, reserve) if e.ranked.rank > 3
@@ -377,6 +377,58 @@ def test_a_slice_in_doubt_shows_probable_siblings_from_past_top_k(shop: Repo) ->
     assert siblings(doubtful[2:]) == []
 
 
+def test_a_slice_in_doubt_shows_the_leading_files_head(shop: Repo) -> None:
+    def scored(*named: tuple[str, float]) -> tuple[RankedCandidate, ...]:
+        plain = ranked(shop, *((q, 1.0) for q, _ in named))
+        return tuple(replace(r, model_score=z) for r, (_, z) in zip(plain, named, strict=True))
+
+    def head(
+        leaders: tuple[RankedCandidate, ...], **overrides: object
+    ) -> list[tuple[str, int, str, tuple[str, ...], list[tuple[int, str]]]]:
+        settings = Settings(slice_shape="value").with_overrides(**overrides)
+        return [
+            (e.ranked.candidate.qualname or "", e.ranked.rank, e.shown_as,
+             e.ranked.candidate.sources, list(e.lines))
+            for e in pruned(shop, leaders, settings) if "head" in e.ranked.candidate.sources
+        ]
+
+    # Leaders at p 0.27, 0.12 (in doubt); the first in cart.py: its lines
+    # before LineItem (10), the blank ones at the end left out, ranked after
+    # the two candidates and an empty reserve.
+    doubtful = scored(("shop.cart.Cart.total", -1.0), ("shop.pricing.apply_discount", -2.0))
+    assert head(doubtful) == [("shop.cart", 3, "whole", ("head",), [
+        (1, '"""Shopping cart."""'),
+        (2, "from __future__ import annotations"),
+        (3, ""),
+        (4, "from dataclasses import dataclass"),
+        (5, ""),
+        (6, "from .inventory import Inventory"),
+        (7, "from .pricing import apply_discount, round_money"),
+    ])]
+    # Led by pricing.py: its docstring and its table of coupons.
+    assert [lines for *_, lines in head(tuple(reversed(doubtful)))] == [
+        [(1, '"""Prices, coupons and rounding."""'), (2, ""),
+         (3, 'COUPONS = {"SAVE10": 0.10, "HALF": 0.50}')],
+    ]
+    # Lines the slice already shows are left out: cart's module lines ranked
+    # second show its docstring (1), its best line, with two lines after it.
+    with_module = scored(("shop.cart.Cart.total", -1.0), ("shop.cart", -2.0))
+    assert [(how, [n for n, _ in lines]) for _, _, how, _, lines in head(with_module)] == [
+        ("pruned", [4, 5, 6, 7]),
+    ]
+    # Trusted leaders (p 0.5), doubt off, the head off: none.
+    assert head((replace(doubtful[0], model_score=0.0), doubtful[1])) == []
+    assert head(doubtful, doubt_probability=0.0) == []
+    assert head(doubtful, doubt_head=False) == []
+    # A budget with no room left for it after the leaders: none, and the
+    # slice keeps to the cap.
+    settings = Settings(slice_shape="value", budget_tokens=150)
+    excerpts = pruned(shop, doubtful, settings)
+    context = assemble(excerpts=tuple(excerpts), diagnostics=(), repo=shop, settings=settings)
+    assert [e.ranked.rank for e in excerpts] == [1, 2]
+    assert context.tokens <= 150
+
+
 def test_siblings_are_references_ranked_after_the_candidates(tmp_path: Path) -> None:
     root = make_git_repo(tmp_path / "shop", SHOP)
 
@@ -393,17 +445,24 @@ def test_siblings_are_references_ranked_after_the_candidates(tmp_path: Path) -> 
 
     candidates = [(1, "shop.cart.Cart.total"), (2, "shop.pricing.round_money")]
     # Every function of cart.py and pricing.py in the reserve, whole, by its
-    # learned rank; then the signatures of what the shown lines call
-    # (inventory.py's, LineItem's header), numbered after them.
+    # learned rank; cart.py's head ranked after the whole reserve (16); then
+    # the signatures of what the shown lines call (inventory.py's, LineItem's
+    # header), numbered after them.
+    head = (19, "shop/cart.py", 1, 7)
     assert shown(doubt_pool_floor=0.0) == (candidates, [
         (1, "shop/cart.py", 41, 46), (2, "shop/pricing.py", 12, 14),
         (3, "shop/cart.py", 37, 39), (5, "shop/pricing.py", 6, 9), (7, "shop/cart.py", 16, 17),
         (8, "shop/cart.py", 28, 32), (9, "shop/cart.py", 23, 26), (12, "shop/cart.py", 34, 35),
-        (13, "shop/inventory.py", 13, 13), (14, "shop/inventory.py", 16, 16),
-        (15, "shop/cart.py", 10, 11),
+        head, (20, "shop/inventory.py", 13, 13), (21, "shop/inventory.py", 16, 16),
+        (22, "shop/cart.py", 10, 11),
     ])
-    # Without them, the signatures follow the candidates.
+    # Without them, the head and the signatures follow the candidates.
     assert shown(doubt_pool_floor=1.0) == (candidates, [
+        (1, "shop/cart.py", 41, 46), (2, "shop/pricing.py", 12, 14), head,
+        (20, "shop/cart.py", 16, 16), (21, "shop/pricing.py", 6, 6),
+    ])
+    # Without the head either, the signatures follow the candidates at once.
+    assert shown(doubt_pool_floor=1.0, doubt_head=False) == (candidates, [
         (1, "shop/cart.py", 41, 46), (2, "shop/pricing.py", 12, 14),
         (3, "shop/cart.py", 16, 16), (4, "shop/pricing.py", 6, 6),
     ])
