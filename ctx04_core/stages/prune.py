@@ -302,8 +302,11 @@ def _value_shape(
             lambda shape: _worth_whole_in_doubt(shape, settings),
         )
         excerpts.extend(_siblings_whole(reserve, excerpts[:planned], room, repo, settings))
-        head = _leading_head(ranked, len(ranked) + len(reserve) + 1, excerpts, repo)
-        if settings.doubt_head and head is not None and room.take(head):
+        head = (
+            _leading_head(ranked, len(ranked) + len(reserve) + 1, excerpts, repo)
+            if settings.doubt_head else None
+        )
+        if head is not None and room.take(head):
             excerpts.append(head)
     return excerpts
 
