@@ -81,7 +81,9 @@ def test_eval_ctx04(runs: Runs) -> None:
     ]
     # divide (rank 1) is shown whole; every other candidate's best line scores
     # under a fifth of divide's best, so only divide is shown.
-    assert first["shown"] == [{"path": "calc/ops.py", "rank": 1, "lines": [[11, 13]]}]
+    assert first["shown"] == [
+        {"path": "calc/ops.py", "rank": 1, "extra": None, "lines": [[11, 13]]},
+    ]
     assert first["metrics"] == metrics(irrelevant_context_ratio=0.0, tokens=84.0)
     # The module holding the gold line PRECISION = 2 ranks fourth: two of the
     # three symbols are in the top 3, one of them at rank 1.
@@ -94,9 +96,9 @@ def test_eval_ctx04(runs: Runs) -> None:
     # (23) rather than a second copy of its body; the module shows its best
     # line (PRECISION = 2); divide and spread score under the floor.
     assert second["shown"] == [
-        {"path": "calc/ops.py", "rank": 1, "lines": [[18, 28]]},
-        {"path": "calc/ops.py", "rank": 2, "lines": [[23, 23]]},
-        {"path": "calc/ops.py", "rank": 4, "lines": [[4, 4]]},
+        {"path": "calc/ops.py", "rank": 1, "extra": None, "lines": [[18, 28]]},
+        {"path": "calc/ops.py", "rank": 2, "extra": None, "lines": [[23, 23]]},
+        {"path": "calc/ops.py", "rank": 4, "extra": None, "lines": [[4, 4]]},
     ]
     # Gold lines 4, 21 and 24: the slice shows all three; Stats (18-28) holds
     # 21 and 24, the module (rank 4) all three.

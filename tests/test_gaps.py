@@ -75,8 +75,33 @@ def test_shown_lines_by_the_rank_of_their_candidate() -> None:
         RankGroup("6-10", 1 / 3, 1.0, 0.0),
         RankGroup("11-20", 0.0, None, 0.0),
         RankGroup("past 20", 0.0, None, 0.0),
+        RankGroup("reserve", 0.0, None, 0.0),
+        RankGroup("head", 0.0, None, 0.0),
+        RankGroup("called", 0.0, None, 0.0),
         RankGroup("no candidate", 3 / 3, pytest.approx(2 / 3), 0.0),
     ]
+
+
+def test_lines_added_beside_the_candidates_by_what_they_are() -> None:
+    # One gold line, a.py 30; rank 1 shows a.py 1-2 (far from it), the head
+    # a.py 1-3 again (credited nowhere: no gold), a reserve function a.py
+    # 28-31 (the gold line, and 3 relevant lines), a called signature b.py 5.
+    record = {
+        "gold": gold({"a.py": [30]}),
+        "ranked": [candidate(1, "a.py", 1, 10)],
+        "shown": [
+            shown("a.py", 1, (1, 2)),
+            {**shown("a.py", None, (1, 3)), "extra": "head"},
+            {**shown("a.py", None, (28, 31)), "extra": "reserve"},
+            {**shown("b.py", None, (5, 5)), "extra": "called"},
+        ],
+    }
+    groups = {g.name: g for g in by_rank([record]) or []}
+    assert groups["1"] == RankGroup("1", 2.0, 1.0, 0.0)
+    assert groups["head"] == RankGroup("head", 3.0, 1.0, 0.0)
+    assert groups["reserve"] == RankGroup("reserve", 4.0, 0.0, 1.0)
+    assert groups["called"] == RankGroup("called", 1.0, 1.0, 0.0)
+    assert groups["no candidate"] == RankGroup("no candidate", 0.0, None, 0.0)
 
 
 def test_records_without_ranks_on_their_shown_lines_give_no_rank_table() -> None:

@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 from conftest import SHOP, make_git_repo
 
+from ctx04_core.bench.systems import run_ctx04
 from ctx04_core.output import retrieval_json
 from ctx04_core.pipeline import retrieve
+from ctx04_core.plugins import plugin_manager
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings, SettingsError
 from ctx04_core.stages.assemble import assemble
@@ -466,6 +468,22 @@ def test_siblings_are_references_ranked_after_the_candidates(tmp_path: Path) -> 
         (1, "shop/cart.py", 41, 46), (2, "shop/pricing.py", 12, 14),
         (3, "shop/cart.py", 16, 16), (4, "shop/pricing.py", 6, 6),
     ])
+
+
+def test_eval_records_say_what_each_entry_past_the_candidates_is(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "shop", SHOP)
+    settings = Settings(fusion="learned", top_k=2, doubt_probability=1.0, doubt_pool_floor=0.0)
+    answer = run_ctx04(TASK, root, settings, plugin_manager())
+    # As in the references above: the candidates by rank; the reserve's
+    # functions, cart.py's head and the called signatures by what they are.
+    assert [(s.path, s.rank, s.extra, s.lines[0], s.lines[-1]) for s in answer.shown] == [
+        ("shop/cart.py", 1, None, 41, 46), ("shop/pricing.py", 2, None, 12, 14),
+        ("shop/cart.py", None, "reserve", 37, 39), ("shop/pricing.py", None, "reserve", 6, 9),
+        ("shop/cart.py", None, "reserve", 16, 17), ("shop/cart.py", None, "reserve", 28, 32),
+        ("shop/cart.py", None, "reserve", 23, 26), ("shop/cart.py", None, "reserve", 34, 35),
+        ("shop/cart.py", None, "head", 1, 7), ("shop/inventory.py", None, "called", 13, 13),
+        ("shop/inventory.py", None, "called", 16, 16), ("shop/cart.py", None, "called", 10, 11),
+    ]
 
 
 def test_doubt_settings_out_of_range_are_refused() -> None:

@@ -301,8 +301,11 @@ def gaps_command(
     records carry one. Lines held by a leading candidate but not shown are
     the slice's to win, lines in no candidate's file recall's.
 
-    By rank: the slice's lines by the rank of the candidate they show (no
-    candidate: signatures of called definitions): lines per instance, the
+    By rank: the slice's lines by the rank of the candidate they show, then
+    by what the slice added beside them (reserve: the learned order's
+    functions past top_k; head: the leading file's lines before its first
+    definition; called: signatures of called definitions; no candidate:
+    those of records older than that distinction): lines per instance, the
     share irrelevant (as irrelevant_context_ratio counts a line, pooled over
     the group) and the line recall they give (summing to the run's). Needs
     records made since shown lines carry their rank.

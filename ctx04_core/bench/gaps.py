@@ -13,7 +13,9 @@ for deciding what to work on next:
   in a leading candidate's span that the slice does not show is the slice's
   to win; one in no candidate's file is recall's.
 - **By rank.** The slice's shown lines grouped by the rank of the candidate
-  they show (lines of no candidate: the signatures of called definitions):
+  they show, then by what the slice added beside its candidates (the
+  reserve's functions, the leading file's head, the signatures of called
+  definitions; lines of no candidate in records older than that field):
   lines per instance; the share of them that is irrelevant, counted as the
   irrelevant-context ratio counts a line (pooled over the group's lines, not
   averaged per instance); and the line recall they give, each gold line to
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctx04_core.bench.gold import Gold
-from ctx04_core.bench.metrics import relevant_lines
+from ctx04_core.bench.metrics import EXTRAS, relevant_lines
 
 PLACES = (
     "shown", "first candidate", "ranks 2-5", "past rank 5", "shown file, no candidate",
@@ -68,11 +70,12 @@ class RankGroup:
 
 
 def by_rank(records: Sequence[Mapping[str, Any]]) -> list[RankGroup] | None:
-    """The shown lines by rank group (the groups of :data:`RANK_GROUPS`, then
-    lines of no candidate); None when a shown part of the records lacks its rank."""
+    """The shown lines by rank group (the groups of :data:`RANK_GROUPS`, then of
+    ``metrics.EXTRAS``, then lines of no candidate that name no extra); None
+    when a shown part of the records lacks its rank."""
     if any("rank" not in part for record in records for part in record["shown"]):
         return None
-    names = [name for name, _, _ in RANK_GROUPS] + [NO_CANDIDATE]
+    names = [name for name, _, _ in RANK_GROUPS] + list(EXTRAS) + [NO_CANDIDATE]
     position = {name: i for i, name in enumerate(names)}
     lines: Counter[str] = Counter()
     irrelevant: Counter[str] = Counter()
@@ -82,7 +85,7 @@ def by_rank(records: Sequence[Mapping[str, Any]]) -> list[RankGroup] | None:
         relevant = relevant_lines(Gold.from_json(record["gold"])) if record["gold"] else {}
         credited: dict[Line, int] = {}
         for part in record["shown"]:
-            group = _group(part["rank"])
+            group = _group(part["rank"], part.get("extra"))
             keep = relevant.get(part["path"], frozenset())
             for number in _numbers(part):
                 lines[group] += 1
@@ -143,9 +146,9 @@ class _Places:
         return "no candidate's file"
 
 
-def _group(rank: int | None) -> str:
+def _group(rank: int | None, extra: str | None) -> str:
     if rank is None:
-        return NO_CANDIDATE
+        return extra if extra in EXTRAS else NO_CANDIDATE
     for name, first, last in RANK_GROUPS:
         if first <= rank and (last is None or rank <= last):
             return name

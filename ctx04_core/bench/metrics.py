@@ -127,6 +127,12 @@ class RankedItem:
         }
 
 
+# What a slice shows beside its candidates: the learned order's functions past
+# top_k in a slice in doubt, the leading file's head, the signatures of
+# definitions the shown lines call.
+EXTRAS = ("reserve", "head", "called")
+
+
 @dataclass(frozen=True)
 class Shown:
     """The line numbers the slice shows of one included candidate."""
@@ -134,6 +140,8 @@ class Shown:
     path: str
     lines: tuple[int, ...]
     rank: int | None = None  # its candidate's rank; None: lines of no candidate
+    # For lines of no candidate, what the slice added them as (``EXTRAS``).
+    extra: str | None = None
 
 
 @dataclass(frozen=True)

@@ -156,7 +156,8 @@ def evaluate(
     record["ranked"] = [r.to_json() for r in answer.ranked]
     # The shown lines, as runs, so the irrelevant-context ratio can be checked by hand.
     record["shown"] = [
-        {"path": s.path, "rank": s.rank, "lines": [list(run) for run in runs(list(s.lines))]}
+        {"path": s.path, "rank": s.rank, "extra": s.extra,
+         "lines": [list(run) for run in runs(list(s.lines))]}
         for s in answer.shown
     ]
     record["metrics"] = score(gold, answer, _covered(tree.root, loaded_plugins()))

@@ -33,6 +33,7 @@ import pluggy
 from ctx04_core.bench.metrics import Answer, RankedItem, Shown
 from ctx04_core.settings import Settings
 from ctx04_core.stages.merge import RUN
+from ctx04_core.stages.prune import HEAD
 from ctx04_core.stages.regions import node_own_lines
 from ctx04_core.types import WHOLE, Candidate, Node, Span
 
@@ -52,8 +53,8 @@ def run_ctx04(task: str, root: Path, settings: Settings, pm: pluggy.PluginManage
     included = [e for e in result.context.entries if e.included]
     order = list(result.candidates)
     candidate_ranks = {r.rank for r in order}
-    # Entries past the candidates (the signatures of called definitions) are
-    # shown lines, not ranked ones.
+    # Entries past the candidates (the reserve's, the leading file's head, the
+    # signatures of called definitions) are shown lines, not ranked ones.
     ranked_entries = [e for e in included if e.excerpt.ranked.rank in candidate_ranks]
     shown_ranks = {e.excerpt.ranked.rank for e in ranked_entries}
     # A door reorders the shown candidates among the places they hold, so the
@@ -74,7 +75,10 @@ def run_ctx04(task: str, root: Path, settings: Settings, pm: pluggy.PluginManage
     shown = tuple(
         Shown(
             e.excerpt.ranked.candidate.span.path, tuple(n for n, _ in e.excerpt.lines),
-            rank_of[e.excerpt.ranked] if e.excerpt.ranked.rank in candidate_ranks else None,
+            rank_of[e.excerpt.ranked],
+        ) if e.excerpt.ranked.rank in candidate_ranks else Shown(
+            e.excerpt.ranked.candidate.span.path, tuple(n for n, _ in e.excerpt.lines),
+            extra=_extra(e.excerpt.ranked.candidate),
         )
         for e in included
     )
@@ -86,6 +90,15 @@ def run_ctx04(task: str, root: Path, settings: Settings, pm: pluggy.PluginManage
     )
     return Answer(ranked, shown, result.context.tokens, seconds, result.index.seconds, door,
                   unavailable)
+
+
+def _extra(candidate: Candidate) -> str:
+    """What an entry past the candidates is (one of ``metrics.EXTRAS``)."""
+    from ctx04_core.pipeline import CALLED
+
+    if HEAD in candidate.sources:
+        return "head"
+    return "called" if CALLED in candidate.sources else "reserve"
 
 
 def run_bm25(task: str, root: Path, settings: Settings, pm: pluggy.PluginManager) -> Answer:
