@@ -35,7 +35,7 @@ from ctx04_core.settings import Settings
 from ctx04_core.stages.merge import RUN
 from ctx04_core.stages.prune import HEAD
 from ctx04_core.stages.regions import node_own_lines
-from ctx04_core.types import WHOLE, Candidate, Node, Span
+from ctx04_core.types import WHOLE, Candidate, Node, RankedCandidate, Span
 
 SYSTEMS = ("ctx04", "bm25")
 SOURCE = "bm25"  # the baseline's candidates' source
@@ -72,16 +72,14 @@ def run_ctx04(task: str, root: Path, settings: Settings, pm: pluggy.PluginManage
         for position, r in enumerate(order, 1)
     )
     rank_of = {r: p for p, r in enumerate(order, 1)}
-    shown = tuple(
-        Shown(
-            e.excerpt.ranked.candidate.span.path, tuple(n for n, _ in e.excerpt.lines),
-            rank_of[e.excerpt.ranked],
-        ) if e.excerpt.ranked.rank in candidate_ranks else Shown(
-            e.excerpt.ranked.candidate.span.path, tuple(n for n, _ in e.excerpt.lines),
-            extra=_extra(e.excerpt.ranked.candidate),
-        )
-        for e in included
-    )
+
+    def part(ranked: RankedCandidate, lines: tuple[int, ...]) -> Shown:
+        path = ranked.candidate.span.path
+        if ranked.rank in candidate_ranks:
+            return Shown(path, lines, rank_of[ranked])
+        return Shown(path, lines, extra=_extra(ranked.candidate))
+
+    shown = tuple(part(e.excerpt.ranked, tuple(n for n, _ in e.excerpt.lines)) for e in included)
     door = None
     if result.decision is not None:
         door = {"ranked": result.decision.selection is not None, **asdict(result.decision.call)}
@@ -109,7 +107,7 @@ def run_bm25(task: str, root: Path, settings: Settings, pm: pluggy.PluginManager
     from ctx04_core.repository import resolve_root
     from ctx04_core.ripgrep import list_files
     from ctx04_core.tokens import count_tokens
-    from ctx04_core.types import Excerpt, RankedCandidate
+    from ctx04_core.types import Excerpt
 
     started = time.perf_counter()
     # Repo reads only files under its root as given, so the root must be resolved.
