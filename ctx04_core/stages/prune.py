@@ -327,7 +327,7 @@ def _leading_head(
     first = min((n.span.start_line for n in nodes if n.kind != MODULE), default=None)
     if module is None or first is None or source is None:
         return None
-    taken = {n for e in shown if e.ranked.candidate.span.path == path for n, _ in e.lines}
+    taken = _lines_shown(shown).get(path, set())
     head = range(1, min(first, len(source.lines) + 1))
     lines = [(n, source.lines[n - 1]) for n in head if n not in taken]
     while lines and not lines[-1][1].strip():
@@ -349,12 +349,7 @@ def _siblings_whole(
     excerpts show, with a probability of at least ``doubt_pool_floor``, at most
     ``whole_body_max_lines`` long and apart from every line shown, as its body
     when it fits what is left."""
-    shown: dict[str, set[int]] = {}
-    for excerpt in planned:
-        if excerpt.lines:
-            shown.setdefault(excerpt.ranked.candidate.span.path, set()).update(
-                n for n, _ in excerpt.lines
-            )
+    shown = _lines_shown(planned)
     cap = settings.whole_body_max_lines
     siblings = []
     for item in reserve:
@@ -371,6 +366,17 @@ def _siblings_whole(
             siblings.append(body)
             shown[span.path].update(n for n, _ in body.lines)
     return siblings
+
+
+def _lines_shown(excerpts: list[Excerpt]) -> dict[str, set[int]]:
+    """Per file, the lines the ``excerpts`` show (a file only when some do)."""
+    shown: dict[str, set[int]] = {}
+    for excerpt in excerpts:
+        if excerpt.lines:
+            shown.setdefault(excerpt.ranked.candidate.span.path, set()).update(
+                n for n, _ in excerpt.lines
+            )
+    return shown
 
 
 def _bodies_whole(
