@@ -337,6 +337,41 @@ def test_a_slice_in_doubt_shows_the_probable_bodies_whole(shop: Repo) -> None:
     assert round_money(order(-2.0, -1.0, 0.0, -3.0)) == "signature"
 
 
+def test_in_doubt_a_ranked_body_the_line_floor_refused_is_weighed_too(shop: Repo) -> None:
+    # Cart.remove shares no word with TASK: the line floor leaves it out of the
+    # slice, rank or no rank. In doubt, a ranked function is shown whole by its
+    # probability (doubt_floor), in its rank's place, apart from lines shown.
+    def order(remove: float) -> tuple[RankedCandidate, ...]:
+        plain = ranked(
+            shop, ("shop.cart.Cart.total", 10.0), ("shop.cart.Cart.remove", 5.0),
+            ("shop.pricing.apply_discount", 4.0),
+        )
+        return tuple(replace(r, model_score=z) for r, z in zip(plain, (-1.0, remove, -3.0),
+                                                                strict=True))
+
+    def entries(
+        candidates: tuple[RankedCandidate, ...], **overrides: object
+    ) -> list[tuple[int, str, str, list[int]]]:
+        settings = Settings(slice_shape="value", doubt_head=False).with_overrides(**overrides)
+        return [
+            (e.ranked.rank, e.ranked.candidate.qualname, e.shown_as, [n for n, _ in e.lines])
+            for e in pruned(shop, candidates, settings)
+        ]
+
+    total = (1, "shop.cart.Cart.total", "whole", [41, 42, 43, 44, 45, 46])
+    discount = (3, "shop.pricing.apply_discount", "whole", [6, 7, 8, 9])
+    # Leaders at p 0.27, 0.12 (Cart.remove), 0.05: in doubt.
+    assert entries(order(-2.0)) == [
+        total, (2, "shop.cart.Cart.remove", "whole", [34, 35]), discount,
+    ]
+    # Under doubt_floor (p 0.018), trusted leaders (p 0.5), doubt off: left out.
+    assert entries(order(-4.0)) == [total, discount]
+    trusted = order(-2.0)
+    trusted = (replace(trusted[0], model_score=0.0), *trusted[1:])
+    assert entries(trusted) == [total, discount]
+    assert entries(order(-2.0), doubt_probability=0.0) == [total, discount]
+
+
 def test_a_slice_in_doubt_shows_probable_siblings_from_past_top_k(shop: Repo) -> None:
     def scored(
         first_rank: int, *named: tuple[str, float]

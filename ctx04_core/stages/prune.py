@@ -61,7 +61,11 @@ A slice in doubt shows more: when the learned order gives none of its
 candidates a probability of at least ``doubt_probability`` of holding a
 changed line, the ranked functions and methods with a probability of at
 least ``doubt_floor`` are shown whole too, in rank order, last, when they
-fit. A slice that misses every changed line is wholly irrelevant however
+fit; those the line floor below left out as well, in their rank's place and
+apart from the lines shown (the floor reads the task's words, and the
+function to change is often one whose lines share none: training line
+recall +0.009 Python, +0.010 multilingual, irrelevant share down 0.002 and
+0.001). A slice that misses every changed line is wholly irrelevant however
 little it shows, so bodies spent where the leaders are probably wrong cost
 precision only in the few slices where they were right; where the leaders
 are probable, the slice stays as tight as above (on the training tasks:
@@ -301,7 +305,24 @@ def _value_shape(
             shapes[:planned], excerpts, room, shown_whole, settings,
             lambda shape: _worth_whole_in_doubt(shape, settings),
         )
-        excerpts.extend(_siblings_whole(reserve, excerpts[:planned], room, repo, settings))
+        # The ranked functions whose every line the floor refused are candidates
+        # all the same: in doubt they are weighed by their probability too, and
+        # shown in their rank's place.
+        kept = {id(shape.item) for shape in shapes}
+        refused = tuple(item for item in ranked if id(item) not in kept)
+        shown = _lines_shown(excerpts[:planned])
+        floored = _apart_whole(
+            refused, shown, room, repo, settings,
+            lambda item: _at_least(item, settings.doubt_floor),
+        )
+        excerpts[:planned] = sorted(
+            excerpts[:planned] + floored, key=lambda excerpt: excerpt.ranked.rank
+        )
+        excerpts.extend(_apart_whole(
+            reserve, shown, room, repo, settings,
+            lambda item: item.candidate.span.path in shown
+            and _at_least(item, settings.doubt_pool_floor),
+        ))
         head = (
             _leading_head(ranked, len(ranked) + len(reserve) + 1, excerpts, repo)
             if settings.doubt_head else None
@@ -341,31 +362,29 @@ def _leading_head(
     return Excerpt(RankedCandidate(candidate, rank, 0.0), tuple(lines), shown_as)
 
 
-def _siblings_whole(
-    reserve: tuple[RankedCandidate, ...], planned: list[Excerpt], room: _Room, repo: Repo,
-    settings: Settings,
+def _apart_whole(
+    items: tuple[RankedCandidate, ...], shown: dict[str, set[int]], room: _Room, repo: Repo,
+    settings: Settings, worth: Callable[[RankedCandidate], bool],
 ) -> list[Excerpt]:
-    """In the reserve's order, each function or method in a file the ``planned``
-    excerpts show, with a probability of at least ``doubt_pool_floor``, at most
-    ``whole_body_max_lines`` long and apart from every line shown, as its body
-    when it fits what is left."""
-    shown = _lines_shown(planned)
+    """In order, each function or method of ``items`` that ``worth`` accepts, at
+    most ``whole_body_max_lines`` long and apart from every line ``shown``, as
+    its body when it fits what is left; ``shown`` (lines per file) grows with
+    each body taken."""
     cap = settings.whole_body_max_lines
-    siblings = []
-    for item in reserve:
-        span, p = item.candidate.span, _probability(item)
+    bodies = []
+    for item in items:
+        span = item.candidate.span
         if (
-            item.candidate.kind not in FUNCTION_KINDS or span.path not in shown
-            or p is None or p < settings.doubt_pool_floor
+            item.candidate.kind not in FUNCTION_KINDS or not worth(item)
             or (cap is not None and span.end_line - span.start_line + 1 > cap)
-            or not shown[span.path].isdisjoint(range(span.start_line, span.end_line + 1))
+            or not shown.get(span.path, set()).isdisjoint(range(span.start_line, span.end_line + 1))
         ):
             continue
         body = Excerpt(item, tuple(own_text(item.candidate, repo)), WHOLE)
         if body.lines and room.take(body):
-            siblings.append(body)
-            shown[span.path].update(n for n, _ in body.lines)
-    return siblings
+            bodies.append(body)
+            shown.setdefault(span.path, set()).update(n for n, _ in body.lines)
+    return bodies
 
 
 def _lines_shown(excerpts: list[Excerpt]) -> dict[str, set[int]]:
@@ -473,10 +492,13 @@ def _in_doubt(ranked: tuple[RankedCandidate, ...], settings: Settings) -> bool:
 
 
 def _worth_whole_in_doubt(shape: _Shapes, settings: Settings) -> bool:
-    p = _probability(shape.item)
-    return (
-        shape.item.candidate.kind in FUNCTION_KINDS and p is not None and p >= settings.doubt_floor
-    )
+    item = shape.item
+    return item.candidate.kind in FUNCTION_KINDS and _at_least(item, settings.doubt_floor)
+
+
+def _at_least(item: RankedCandidate, floor: float) -> bool:
+    p = _probability(item)
+    return p is not None and p >= floor
 
 
 class _Room:
