@@ -308,8 +308,8 @@ def _value_shape(
         # The ranked functions whose every line the floor refused are candidates
         # all the same: in doubt they are weighed by their probability too, and
         # shown in their rank's place.
-        kept = {id(shape.item) for shape in shapes}
-        refused = tuple(item for item in ranked if id(item) not in kept)
+        kept = {shape.item for shape in shapes}
+        refused = tuple(item for item in ranked if item not in kept)
         shown = _lines_shown(excerpts[:planned])
         floored = _apart_whole(
             refused, shown, room, repo, settings,
