@@ -127,6 +127,12 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
     definition. Return None to contribute nothing. Report cut or failed
     searches as ``Diagnostic(kind="unavailable", ...)`` in the result rather
     than raising.
+
+    ``Recall.placed`` holds candidates no signal can weigh (what the plugin
+    knows of the repository, not of the task: the changelog most fixes
+    update). They skip merge, signals and fusion: the core places each whose
+    file the ranking lacks as its ``settings.placed_file_position``-th file
+    (``ctx04_core/stages/place.py``), named in the ranking, not shown.
     """
 
 

@@ -23,6 +23,7 @@ from ctx04_core.selection import observe, picked_order, shown_ranks
 from ctx04_core.settings import Settings
 from ctx04_core.stages.fuse import fuse, fused_order, ranking_model
 from ctx04_core.stages.merge import merge
+from ctx04_core.stages.place import place
 from ctx04_core.stages.prune import statement_lines
 from ctx04_core.stages.query import build_query, extensions_of
 from ctx04_core.stages.regions import span_text
@@ -271,6 +272,7 @@ def run_stages(
     diagnostics from before the stages (a cut task)."""
     hook: Any = pm.hook
     recalled: list[Candidate] = []
+    placed: list[Candidate] = []
     counts: dict[str, int] = {}
     diagnostics: list[Diagnostic] = list(notes)
     unnameable: set[str] = set()
@@ -289,8 +291,10 @@ def run_stages(
                 usable = [c for c in result.candidates if nameable(c.span.path)]
                 proposed = proposed or bool(usable)
                 recalled.extend(usable)
+                placed.extend(c for c in result.placed if nameable(c.span.path))
                 diagnostics.extend(result.diagnostics)
-                for path in dict.fromkeys(c.span.path for c in result.candidates):
+                every = (*result.candidates, *result.placed)
+                for path in dict.fromkeys(c.span.path for c in every):
                     if not nameable(path) and path not in unnameable:
                         unnameable.add(path)
                         diagnostics.append(_unnameable(path))
@@ -320,7 +324,11 @@ def run_stages(
     if excerpts is None:
         excerpts = [whole_excerpt(r, repo) for r in ranked]
         excerpts = [e for e in excerpts if e.lines]
-    excerpts = [_with_dependences(hook, e, repo, settings) for e in excerpts]
+    placement = place(ranked, placed, settings)
+    ranked = list(placement.ranked)
+    excerpts = [
+        _with_dependences(hook, placement.renumbered(e), repo, settings) for e in excerpts
+    ]
     signatures, cut = _call_signatures(hook, excerpts, ranked, repo, settings)
     excerpts.extend(signatures)
     covered = tuple(diagnostics) + cut + repo.diagnostics

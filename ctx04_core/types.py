@@ -119,6 +119,10 @@ class Recall:
     source: str
     candidates: tuple[Candidate, ...]
     diagnostics: tuple[Diagnostic, ...] = ()
+    # Candidates no signal can weigh, placed in the ranking instead (the core's
+    # ``stages/place.py``): what the plugin knows of the repository, not of
+    # the task, such as the changelog most of its fixes update.
+    placed: tuple[Candidate, ...] = ()
 
 
 @dataclass(frozen=True)

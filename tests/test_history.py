@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 from conftest import GIT_ENV, make_git_repo, write_files
-from ctx04_history import cochange_scores, hunk_name, named_files, read_log
+from ctx04_history import cochange_scores, hunk_name, named_files, read_log, running_changelog
 from ctx04_history import signals as history_signals
 
 from ctx04_core.pipeline import open_repo, retrieve
 from ctx04_core.plugins import plugin_manager
 from ctx04_core.settings import Settings
 from ctx04_core.stages.query import build_query
-from ctx04_core.types import Candidate, Diagnostic
+from ctx04_core.types import Candidate, Diagnostic, Span
 
 FILES: dict[str, str | bytes] = {
     "dates.py": "def parse(text):\n    return text.split('-')\n",
@@ -263,3 +263,40 @@ def test_weight_zero_computes_no_definition_signal(history: tuple[Path, list[str
                       settings=Settings().with_overrides(history_definition_weight=0.0))
     assert all("history_definition" not in dict(r.signals) for r in result.candidates)
     assert all(r.candidate.sources != ("history",) for r in result.candidates)
+
+
+def test_the_changelog_most_fixes_update_is_placed_as_the_fifth_file(tmp_path: Path) -> None:
+    changes = "# Changes\n\n## Unreleased\n\n" + "".join(f"- entry {i}\n" for i in range(20))
+    root = make_git_repo(tmp_path / "repo", {**FILES, "CHANGES.md": changes, "NOTES.md": "x\n"})
+    # After the fixture (every file): three fixes with an entry, one without,
+    # one to the notes alone (no code: not counted).
+    for i, (path, entry) in enumerate([("dates.py", True), ("render.py", True),
+                                       ("dates.py", False), ("both.py", True)]):
+        edits = {path: FILES[path] + f"# fix {i}\n"}
+        if entry:
+            edits["CHANGES.md"] = changes + f"- fix {i}\n"
+            changes = edits["CHANGES.md"]
+        commit(root, edits, f"Fix {i}")
+    commit(root, {"NOTES.md": "y\n"}, "Notes")
+    opened, _ = open_repo(root, plugin_manager(), Settings())
+    try:
+        log = read_log(root, Settings())
+        # Four of the five commits that changed code changed CHANGES.md (NOTES.md:
+        # one): at least 4 of 100 (CHANGELOG_COMMITS), not 5.
+        head = Candidate(Span("CHANGES.md", 1, 15), "lines", None, ("changelog",))
+        assert running_changelog(opened, log, 0.04) == head
+        assert running_changelog(opened, log, 0.05) is None
+    finally:
+        opened.index.close()
+    # Fewer than five files ranked: it comes last, ranks renumbered.
+    result = retrieve(TASK, root, disable=["pin"], settings=Settings(changelog_share=0.04))
+    assert [(r.rank, r.candidate.span.path, r.candidate.sources) for r in result.candidates][-1:] \
+        == [(len(result.candidates), "CHANGES.md", ("changelog",))]
+    assert [r.rank for r in result.candidates] == list(range(1, len(result.candidates) + 1))
+    # Named, not shown: the slice is the one planned without it.
+    assert "CHANGES.md" not in result.context.text
+    off = retrieve(TASK, root, disable=["pin"],
+                   settings=Settings(changelog_share=0.04, placed_file_position=0))
+    assert retrieve(TASK, root, disable=["pin"]).candidates == off.candidates
+    assert "CHANGES.md" not in {r.candidate.span.path for r in off.candidates}
+    assert [r.candidate for r in off.candidates] == [r.candidate for r in result.candidates][:-1]

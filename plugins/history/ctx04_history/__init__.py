@@ -70,7 +70,7 @@ from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.text import content_terms, simple_name, tokenize
-from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Signal
+from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Signal, Span
 
 SOURCE = "history"
 COCHANGE = "cochange"
@@ -78,6 +78,13 @@ DEFINITION = "history_definition"
 COCHANGE_NAMESAKES = 2  # a name defined more often says little about which file
 SWEEPING_FILES = 20
 DEFINITION_CANDIDATES = 10
+CHANGELOG = "changelog"
+# A repository's habits are read off its newest commits: a changelog that
+# replaced another (a release's notes) counts from when it began.
+CHANGELOG_COMMITS = 100
+# Where a changelog takes its next entry: its first lines (the unreleased
+# section) more often than not.
+CHANGELOG_HEAD_LINES = 15
 # Changed definitions are kept per commit: enough for a few hundred tasks'
 # best commits before the oldest are read from git again.
 CHANGED_ENTRIES = 4096
@@ -416,9 +423,31 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
             for node in repo.index.lookup(name)
             if node.span.path == path and node.kind != "module"
         )
-    if trouble is None and not proposed:
+    changelog = running_changelog(repo, log, settings.changelog_share)
+    placed = () if changelog is None else (changelog,)
+    if trouble is None and not proposed and not placed:
         return None
-    return Recall(SOURCE, proposed, () if trouble is None else (trouble,))
+    return Recall(SOURCE, proposed, () if trouble is None else (trouble,), placed)
+
+
+def running_changelog(repo: Repo, log: Log, share: float) -> Candidate | None:
+    """The head of the file the newest commits that changed code most often also
+    changed, when it is no code (the index does not hold it) and at least
+    ``share`` of ``CHANGELOG_COMMITS`` of them changed it among the newest
+    that many (a young repository's first commit, which adds every file,
+    is no habit); None when there is none or it cannot be read."""
+    code = repo.index.paths() | {path for path, _, _ in repo.index.failures()}
+    commits = [c for c in log.commits if not code.isdisjoint(c.files)][:CHANGELOG_COMMITS]
+    changed = Counter(path for c in commits for path in set(c.files) if path not in code)
+    if not changed:
+        return None
+    # Ties go to the path first in name order, so the choice is the same every run.
+    path, count = min(changed.items(), key=lambda item: (-item[1], item[0]))
+    source = repo.source(path) if count >= share * CHANGELOG_COMMITS else None
+    if source is None or not source.lines:
+        return None
+    head = Span(path, 1, min(len(source.lines), CHANGELOG_HEAD_LINES))
+    return Candidate(head, "lines", None, (CHANGELOG,))
 
 
 def named_files(query: Query, repo: Repo) -> set[str]:
