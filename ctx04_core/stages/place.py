@@ -47,14 +47,15 @@ def place(
     before the first candidate of its ``placed_file_position``-th file (last
     when it has fewer files), every rank renumbered."""
     order = list(ranked)
-    inserted: list[int] = []  # indices into order, each shifted by later insertions
+    added: list[Candidate] = []
     for candidate in placed if settings.placed_file_position else ():
         if not any(r.candidate.span.path == candidate.span.path for r in order):
-            at = _file_start(order, settings.placed_file_position)
-            inserted = [i + 1 if i >= at else i for i in inserted] + [at]
-            order.insert(at, RankedCandidate(candidate, 0, 0.0))
+            order.insert(_file_start(order, settings.placed_file_position),
+                         RankedCandidate(candidate, 0, 0.0))
+            added.append(candidate)
     renumbered = tuple(replace(r, rank=rank) for rank, r in enumerate(order, start=1))
-    return Placement(renumbered, tuple(sorted(i + 1 for i in inserted)))
+    # No ranked candidate equals an added one: none shares its file.
+    return Placement(renumbered, tuple(r.rank for r in renumbered if r.candidate in added))
 
 
 def _file_start(order: Sequence[RankedCandidate], position: int) -> int:

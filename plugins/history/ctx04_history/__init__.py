@@ -60,6 +60,7 @@ import re
 import sqlite3
 from collections import Counter
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import TypeVar
 
@@ -437,7 +438,8 @@ def running_changelog(repo: Repo, log: Log, share: float) -> Candidate | None:
     that many (a young repository's first commit, which adds every file,
     is no habit); None when there is none or it cannot be read."""
     code = repo.index.paths() | {path for path, _, _ in repo.index.failures()}
-    commits = [c for c in log.commits if not code.isdisjoint(c.files)][:CHANGELOG_COMMITS]
+    commits = list(islice((c for c in log.commits if not code.isdisjoint(c.files)),
+                          CHANGELOG_COMMITS))
     changed = Counter(path for c in commits for path in set(c.files) if path not in code)
     if not changed:
         return None
