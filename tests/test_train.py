@@ -212,6 +212,36 @@ def test_a_container_holds_a_changed_line_only_when_the_line_is_its_own() -> Non
     )
 
 
+def test_a_placed_candidate_in_a_pool_is_no_row() -> None:
+    from ctx04_core.ranking.table import task_rows
+
+    def item(
+        path: str, qualname: str | None, kind: str, signals: dict[str, float]
+    ) -> dict[str, Any]:
+        return {"path": path, "start_line": 1, "end_line": 9, "kind": kind,
+                "qualname": qualname, "score": 2.0 if signals else 0.0, "signals": signals,
+                "sources": ["bm25"] if signals else ["changelog"]}
+
+    scored = [item("m.py", "m.f", "function", {"bm25": 1.0, "history": 0.5}),
+              item("n.py", "n.g", "function", {"bm25": 0.5, "history": 0.0})]
+    # Since the running changelog is placed after the ranking, a pool recorded
+    # with it holds a candidate no signal scored.
+    changelog = item("CHANGES.md", None, "lines", {})
+    record = {
+        "instance_id": "t-1", "repo": "o/r", "error": None,
+        "gold": {"files": ["m.py", "CHANGES.md"], "lines": {"m.py": [3], "CHANGES.md": [2]},
+                 "symbols": [{"path": "m.py", "qualname": "m.f", "kind": "function",
+                              "region": [[1, 9]]}]},
+        "ranked": scored,
+    }
+    plain = task_rows(record, "f fails")
+    placed = task_rows({**record, "ranked": [scored[0], changelog, scored[1]]}, "f fails")
+    assert plain is not None and placed is not None
+    assert [c.span.path for c in placed.candidates] == ["m.py", "n.py"]
+    assert placed.rows == plain.rows
+    assert placed.labels == plain.labels
+
+
 def test_own_line_recall_reads_a_container_as_its_own_lines() -> None:
     from ctx04_core.bench.gold import Gold
     from ctx04_core.ranking.fit import ranked_metrics

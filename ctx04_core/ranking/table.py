@@ -51,7 +51,9 @@ def pool_of(
     candidates: list[Candidate] = []
     signals: dict[str, list[float]] = {}
     weighted: list[float] = []
-    items = record["ranked"]
+    # A placed candidate (the running changelog) was never scored: it has no
+    # signal, and the model never ranks it.
+    items = [item for item in record["ranked"] if item["signals"]]
     names = sorted({name for item in items for name in item["signals"]})
     for name in names:
         signals[name] = [float(item["signals"].get(name, 0.0)) for item in items]
