@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 from conftest import GIT_ENV, make_git_repo, write_files
-from ctx04_history import cochange_scores, hunk_name, named_files, read_log, running_changelog
+from ctx04_history import (
+    changed_definitions,
+    cochange_scores,
+    hunk_name,
+    named_files,
+    read_log,
+    running_changelog,
+)
 from ctx04_history import signals as history_signals
 
 from ctx04_core.pipeline import open_repo, retrieve
@@ -32,6 +39,12 @@ def commit(root: Path, files: dict[str, str | bytes], message: str) -> str:
         subprocess.run(["git", *args], cwd=root, env=GIT_ENV, check=True)
     return subprocess.run(
         ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.strip()
+
+
+def git_out(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=root, capture_output=True, text=True, check=True
     ).stdout.strip()
 
 
@@ -141,6 +154,35 @@ def test_a_shallow_clone_is_a_diagnostic(
         "unavailable", "shallow clone", detail="the history holds only 1 commits"
     ) in result.diagnostics
     assert signal_values(result)["render.py"] == 1.0
+
+
+def test_a_clone_missing_a_blob_keeps_its_history(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "repo", FILES)
+    old_render = git_out(root, "rev-parse", "HEAD:render.py")
+    # render.py moved and changed: following the rename reads both contents.
+    (root / "render.py").unlink()
+    moved = commit(root, {"view.py": FILES["render.py"].replace("str", "repr")},
+                   "Move render to view")
+    fix = commit(root, {"dates.py": FILES["dates.py"].replace("'-'", "'/'")},
+                 "Parse dates with slashes")
+    # As in a partial clone, or a snapshot without its largest blobs.
+    (root / ".git" / "objects" / old_render[:2] / old_render[2:]).unlink()
+    log = read_log(root, Settings())
+    assert log.trouble is None
+    assert [(c.message, sorted(c.files)) for c in log.commits] == [
+        ("Parse dates with slashes", ["dates.py"]),
+        ("Move render to view", ["render.py", "view.py"]),
+        ("fixture", ["both.py", "dates.py", "render.py"]),
+    ]
+    repo, _ = open_repo(root, plugin_manager(disable=("pin",)), Settings(),
+                        index_dir=tmp_path / "index")
+    try:
+        # git cannot show the move's diff; the fix's definitions are still read.
+        assert changed_definitions(repo, Settings(), [moved, fix]) == {
+            fix: (("dates.py", "parse"),),
+        }
+    finally:
+        repo.index.close()
 
 
 def test_a_revision_that_looks_like_an_option_is_refused(tmp_path: Path) -> None:

@@ -9,7 +9,10 @@ Log: the newest ``settings.history_commits`` non-merge commits reachable
 from ``settings.history_rev`` (never anything later), read with ``git log``
 under a deadline and a byte cap, from the repository's own git or from
 ``settings.history_git_dir`` (the benchmark gives each tree the log of its
-base commit this way). Parsed once per commit and kept in the code index
+base commit this way). Where git cannot follow renames because the clone
+lacks a file's contents (a partial clone, a snapshot without its largest
+blobs), the log is read without following them: a moved file is then its
+old and its new path. Parsed once per commit and kept in the code index
 (``CodeIndex.store_derived``), so a retrieval at the same HEAD reads no git.
 
 Signal ``history`` (scale, weight ``settings.history_weight``): the task's
@@ -39,7 +42,8 @@ git's own per-language function-name rules named in
 commit's score is shared among the definitions it changed (divided by the
 square root of their number; sweeping commits of more than
 ``SWEEPING_FILES`` files left out); a candidate's value is its definition's
-total (matched by file and simple name) over the best one's, in [0, 1]. With
+total (matched by file and simple name) over the best one's, in [0, 1]; a
+commit whose diff git cannot read (a blob the clone lacks) is left out. With
 a non-zero weight the ``recall`` hook also proposes the
 ``DEFINITION_CANDIDATES`` best of them that the index holds today: the
 function a task's predecessors fixed may share no word with the task. Each
@@ -70,6 +74,7 @@ from ctx04_core.git import object_id, run_git
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
+from ctx04_core.subprocesses import ChildResult
 from ctx04_core.text import content_terms, simple_name, tokenize
 from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Signal, Span
 
@@ -165,12 +170,12 @@ def read_log(root: Path, settings: Settings) -> Log:
     if rev.startswith("-"):
         return Log((), Diagnostic("unavailable", "no history", detail=f"not a revision: {rev}"))
     try:
-        done = run_git(
-            _location(settings, root), "log", "--no-merges", "--no-ext-diff", "--no-textconv",
-            f"-n{settings.history_commits}", f"--format={HEADER}%H%n{MESSAGE}%B", "--name-only",
-            *([] if settings.history_git_dir else ["--relative"]), "--end-of-options", rev, "--",
-            cwd=root, timeout_s=GIT_TIMEOUT_S, max_stdout_bytes=settings.history_max_bytes,
-        )
+        done = _log(root, settings, rev)
+        if done.returncode not in (0, None):
+            # Following renames reads the files' contents; a clone without
+            # some of them (a partial clone, a snapshot missing large blobs)
+            # still has every commit's list of changed paths.
+            done = _log(root, settings, rev, "--no-renames")
     except OSError as err:
         return Log((), Diagnostic("unavailable", "no history", detail=f"git: {err}"))
     if done.returncode not in (0, None):
@@ -189,6 +194,16 @@ def read_log(root: Path, settings: Settings) -> Log:
             detail=f"the history holds only {len(commits)} commits",
         )
     return Log(tuple(commits), trouble)
+
+
+def _log(root: Path, settings: Settings, rev: str, *options: str) -> ChildResult:
+    return run_git(
+        _location(settings, root), "log", "--no-merges", "--no-ext-diff", "--no-textconv",
+        *options, f"-n{settings.history_commits}", f"--format={HEADER}%H%n{MESSAGE}%B",
+        "--name-only", *([] if settings.history_git_dir else ["--relative"]),
+        "--end-of-options", rev, "--",
+        cwd=root, timeout_s=GIT_TIMEOUT_S, max_stdout_bytes=settings.history_max_bytes,
+    )
 
 
 def parse_log(text: str) -> list[Commit]:
@@ -341,25 +356,36 @@ def changed_definitions(
     if not missing:
         return found
     try:
-        done = run_git(
-            _location(settings, repo.root), "-c", f"core.attributesFile={FUNCNAMES}",
-            "show", "-U0", "--no-color", "--no-ext-diff", "--no-textconv",
-            f"--format={HEADER}%H", *([] if settings.history_git_dir else ["--relative"]),
-            "--end-of-options", *missing, "--",
-            cwd=repo.root, timeout_s=GIT_TIMEOUT_S, max_stdout_bytes=settings.history_max_bytes,
-        )
+        shown = [_show(repo, settings, missing)]
+        if shown[0].returncode not in (0, None):
+            # One diff git cannot read (a blob the clone lacks) fails the whole
+            # call: each commit alone, so only that one is left out.
+            shown = [_show(repo, settings, [sha]) for sha in missing]
     except OSError:
         return found
-    if done.returncode not in (0, None):
-        return found
-    parsed = parse_show(done.stdout.decode("utf-8", "replace"), set(missing))
-    if done.stopped is not None and parsed:
-        parsed.popitem()  # the last record may be cut
-    for sha, changed in parsed.items():
-        found[sha] = changed
-        with contextlib.suppress(sqlite3.Error):
-            repo.index.store_derived(f"changed:{sha}", json.dumps(changed), keep=CHANGED_ENTRIES)
+    for done in shown:
+        if done.returncode not in (0, None):
+            continue
+        parsed = parse_show(done.stdout.decode("utf-8", "replace"), set(missing))
+        if done.stopped is not None and parsed:
+            parsed.popitem()  # the last record may be cut
+        for sha, changed in parsed.items():
+            found[sha] = changed
+            with contextlib.suppress(sqlite3.Error):
+                repo.index.store_derived(
+                    f"changed:{sha}", json.dumps(changed), keep=CHANGED_ENTRIES
+                )
     return found
+
+
+def _show(repo: Repo, settings: Settings, shas: list[str]) -> ChildResult:
+    return run_git(
+        _location(settings, repo.root), "-c", f"core.attributesFile={FUNCNAMES}",
+        "show", "-U0", "--no-color", "--no-ext-diff", "--no-textconv",
+        f"--format={HEADER}%H", *([] if settings.history_git_dir else ["--relative"]),
+        "--end-of-options", *shas, "--",
+        cwd=repo.root, timeout_s=GIT_TIMEOUT_S, max_stdout_bytes=settings.history_max_bytes,
+    )
 
 
 def parse_show(text: str, asked: set[str]) -> dict[str, tuple[tuple[str, str], ...]]:
