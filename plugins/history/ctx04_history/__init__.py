@@ -62,6 +62,7 @@ import json
 import math
 import re
 import sqlite3
+import time
 from collections import Counter
 from dataclasses import dataclass
 from itertools import islice
@@ -356,11 +357,17 @@ def changed_definitions(
     if not missing:
         return found
     try:
-        shown = [_show(repo, settings, missing)]
+        shown = [_show(repo, settings, missing, GIT_TIMEOUT_S)]
         if shown[0].returncode not in (0, None):
             # One diff git cannot read (a blob the clone lacks) fails the whole
-            # call: each commit alone, so only that one is left out.
-            shown = [_show(repo, settings, [sha]) for sha in missing]
+            # call: each commit alone, so only that one is left out, all of
+            # them within one more deadline.
+            shown, started = [], time.monotonic()
+            for sha in missing:
+                left = GIT_TIMEOUT_S - (time.monotonic() - started)
+                if left <= 0:
+                    break
+                shown.append(_show(repo, settings, [sha], left))
     except OSError:
         return found
     for done in shown:
@@ -378,13 +385,13 @@ def changed_definitions(
     return found
 
 
-def _show(repo: Repo, settings: Settings, shas: list[str]) -> ChildResult:
+def _show(repo: Repo, settings: Settings, shas: list[str], timeout_s: float) -> ChildResult:
     return run_git(
         _location(settings, repo.root), "-c", f"core.attributesFile={FUNCNAMES}",
         "show", "-U0", "--no-color", "--no-ext-diff", "--no-textconv",
         f"--format={HEADER}%H", *([] if settings.history_git_dir else ["--relative"]),
         "--end-of-options", *shas, "--",
-        cwd=repo.root, timeout_s=GIT_TIMEOUT_S, max_stdout_bytes=settings.history_max_bytes,
+        cwd=repo.root, timeout_s=timeout_s, max_stdout_bytes=settings.history_max_bytes,
     )
 
 
