@@ -82,6 +82,30 @@ def test_a_linear_model_reads_its_features_by_name() -> None:
     )
 
 
+def test_a_calibrated_model_scores_the_log_odds_of_its_calibration() -> None:
+    model = model_from_json({**linear(["log_lines", "bm25.value"], [-0.25, 2.0], bias=0.5),
+                             "calibration": {"scale": 0.5, "shift": -2.0}})
+    values = row({"bm25.value": 3.0, "log_lines": 4.0})
+
+    # The raw score is 5.5, as uncalibrated above.
+    assert model.score(values) == 0.5 * 5.5 - 2.0
+    assert model.contributions(values) == (("bm25.value", 3.0), ("log_lines", -0.5))
+
+
+@pytest.mark.parametrize(("calibration", "message"), [
+    ({"scale": 0.0, "shift": 1.0}, "calibration: scale must be above 0"),
+    ({"scale": -1.0, "shift": 1.0}, "calibration: scale must be above 0"),
+    ({"scale": 1.0}, "calibration: shift is not a finite number"),
+    ([1.0, 0.0], "calibration is not an object"),
+], ids=["zero", "negative", "shift", "list"])
+def test_a_calibration_that_would_turn_the_order_is_refused(
+    calibration: object, message: str
+) -> None:
+    with pytest.raises(ModelError) as caught:
+        model_from_json({**linear(["terms"], [1.0]), "calibration": calibration})
+    assert str(caught.value) == message
+
+
 def test_saabas_credits_each_split_with_the_change_it_makes() -> None:
     # bm25.value <= 1 ? leaf 0 : (terms <= 0 ? leaf 1 : leaf 2); a missing terms goes left.
     model = model_from_json({

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from bench_fixture import build_fleet, cli_env, ctx04, records
 
 from ctx04_core.ranking.features import FEATURES, feature_rows
+from ctx04_core.ranking.model import Calibration, load_model
 from ctx04_core.types import Candidate, Span
 
 
@@ -77,6 +79,11 @@ def test_train_writes_the_same_model_twice(pools: tuple[Path, Path, dict[str, st
     assert (model["format"], model["version"], model["tasks"]) == ("ctx04-ranking-model", 1, 5)
     assert model["features"] == list(FEATURES)
     assert model["learner"] in ("logistic", "lambdarank")
+    assert model["calibration"]["scale"] > 0
+    assert load_model(tmp / "model1.json").calibration == Calibration(
+        model["calibration"]["scale"], model["calibration"]["shift"]
+    )
+    assert "calibrated on the held-out scores: log-odds of a changed line = " in runs[0].stdout
     report = (tmp / "cv1.md").read_text()
     rows = [line.split(" | ")[:2] for line in report.splitlines() if line.startswith("| acme/")]
     fused = [f"rank fusion k={k} w={w}" for k, w in ((5, 0.5), (5, 1), (5, 2), (20, 2), (5, 4))]
@@ -143,6 +150,23 @@ def test_the_choice_keeps_what_the_weighted_order_does_well() -> None:
     careful = result("lambdarank", RankFusion(5, 1), mrr=0.02, file_acc_10=-0.01)
     assert chosen([weighted, bold, careful]) == (careful, True)
     assert chosen([weighted, bold]) == (bold, False)
+
+
+def test_calibration_is_the_logistic_fit_of_the_held_out_scores() -> None:
+    from ctx04_core.ranking.fit import calibrate
+
+    # Platt's targets: 5/6 for each of the 4 positives, 1/6 for each of the
+    # 4 negatives; the mean target is 2/3 at score 1 and 1/3 at score -1, so
+    # the fit is log-odds = ln(2) x score exactly.
+    scores = [1.0, 1.0, 1.0, 1.0, -1.0, -1.0, -1.0, -1.0]
+    holds = [True, True, True, False, True, False, False, False]
+    calibration = calibrate(scores, holds)
+    assert calibration is not None
+    assert calibration.scale == pytest.approx(math.log(2), abs=1e-12)
+    assert calibration.shift == pytest.approx(0.0, abs=1e-12)
+    # Scores that rank the changed lines last, or one score for all: no calibration.
+    assert calibrate(scores, [not h for h in holds]) is None
+    assert calibrate([2.0] * 8, holds) is None
 
 
 def test_a_task_whose_recall_found_nothing_counts_as_a_miss() -> None:

@@ -54,7 +54,10 @@ def train_command(
     Acc@10, own line recall@5 (the changed lines the first five hold, a class
     or module only its own) and MRR over every held-out task is fitted on all
     tasks and written to --out; the same pools give the same file, byte
-    for byte. Use it with `--set ranking_model=FILE` (the learned fusion is the default).
+    for byte. Its scores are calibrated on the held-out repositories' scores
+    (Platt scaling), so that the slice's rules can read any learner's score
+    as the log-odds that a candidate holds a changed line. Use it with
+    `--set ranking_model=FILE` (the learned fusion is the default).
     """
     from ctx04_core.ranking.fit import CV_NOISE, FITTERS, chosen, cross_validate, model_document
     from ctx04_core.ranking.table import TaskRows, task_rows
@@ -96,7 +99,9 @@ def train_command(
                      f"order's: writing the best, {best.name}; keep fusion = weighted")
     with stderr.status(f"fitting {best.learner} on {len(tasks)} tasks"):
         _, fitted = FITTERS[best.learner](tasks)
-    document = model_document(best.learner, fitted, best.rank_fusion, len(tasks))
+    document = model_document(
+        best.learner, fitted, best.rank_fusion, len(tasks), best.calibration
+    )
     out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     by_split = {
         name: [t.instance_id for t in tasks if splits[t.instance_id] == name]
@@ -106,6 +111,13 @@ def train_command(
     if report is not None:
         report.write_text(markdown_report(results, best.name, by_split), encoding="utf-8")
     Console().print(f"model: {escape(str(out))} ({best.name}, {len(tasks)} tasks)")
+    if best.calibration is None:
+        stderr.print("not calibrated: its held-out scores tell no changed line apart")
+    else:
+        Console().print(
+            f"calibrated on the held-out scores: log-odds of a changed line = "
+            f"{best.calibration.scale:.4g} x score {best.calibration.shift:+.4g}"
+        )
 
 
 def _texts(datasets: list[Path]) -> tuple[dict[str, str], dict[str, str]]:

@@ -8,6 +8,11 @@ fitted to the ranking itself; a training-only dependency, imported here
 only). Each is scored by leaving one repository out at a time: fitted on
 the others' tasks, it reorders the held-out repository's pools, and the
 reordered pools are measured as ``ctx04 eval`` measures a ranking.
+
+The held-out scores also calibrate the learner (:func:`calibrate`): the slice
+reads a model's score as the log-odds that a candidate holds a changed line,
+and only scores of repositories the fit did not see say how sure the model
+is on a new one.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from ctx04_core.bench.metrics import RankedItem, line_recall, ranking_metrics, s
 from ctx04_core.ranking.features import FEATURES
 from ctx04_core.ranking.file_cover import keep_weighted_files
 from ctx04_core.ranking.lightgbm_export import model_json
-from ctx04_core.ranking.model import FORMAT, LINEAR, VERSION, RankFusion
+from ctx04_core.ranking.model import FORMAT, LINEAR, VERSION, Calibration, RankFusion
 from ctx04_core.ranking.table import Labels, TaskRows, changed_lines_held
 from ctx04_core.types import Span
 
@@ -78,6 +83,7 @@ LAMBDARANK = {
     "seed": 7, "verbose": -1,
 }
 LAMBDARANK_ROUNDS = 200
+CALIBRATION_STEPS = 50
 
 
 def relevance(labels: Labels) -> int:
@@ -148,6 +154,8 @@ class CrossValidation:
     pooled: dict[str, float]  # over every held-out task
     per_repo: dict[str, dict[str, float]]  # each repository when held out
     per_task: dict[str, dict[str, float]]  # by instance id
+    # The learner's held-out scores as log-odds of a changed line (None: weighted).
+    calibration: Calibration | None = None
 
     @property
     def name(self) -> str:
@@ -172,6 +180,34 @@ def chosen(results: Sequence[CrossValidation]) -> tuple[CrossValidation, bool]:
         if all(r.pooled[m] >= weighted.pooled[m] - CV_NOISE for m in CV_METRICS)
     ]
     return max(holding or learned, key=lambda r: r.choice_score), bool(holding)
+
+
+def calibrate(scores: Sequence[float], holds: Sequence[bool]) -> Calibration | None:
+    """Platt scaling: the ``scale`` and ``shift`` of the logistic fit of
+    ``holds`` (the candidate holds a changed line) on ``scores``, with
+    Platt's targets ((positives + 1) / (positives + 2) for a positive,
+    1 / (negatives + 2) for a negative), which keep the fit finite when the
+    scores separate the labels; Newton's method from (1, 0), a fixed number
+    of steps, so the same scores give the same map. None when the scores
+    tell no changed line apart (fewer than two distinct scores, or a scale
+    not above 0: higher scores no likelier to hold one)."""
+    import numpy as np
+
+    s = np.array(scores, dtype=np.float64)
+    y = np.array(holds, dtype=bool)
+    positives, negatives = int(y.sum()), int((~y).sum())
+    target = np.where(y, (positives + 1) / (positives + 2), 1 / (negatives + 2))
+    z = np.column_stack([s, np.ones(len(s))])
+    w = np.array([1.0, 0.0])
+    for _ in range(CALIBRATION_STEPS):
+        p = 1.0 / (1.0 + np.exp(-(z @ w)))
+        hessian = (z * (p * (1 - p))[:, None]).T @ z
+        if np.linalg.matrix_rank(hessian) < 2:
+            return None
+        w = w - np.linalg.solve(hessian, z.T @ (p - target))
+    scale, shift = float(w[0]), float(w[1])
+    finite = math.isfinite(scale) and math.isfinite(shift)
+    return Calibration(scale, shift) if finite and scale > 0 else None
 
 
 def ranked_metrics(task: TaskRows, order: Sequence[int]) -> dict[str, float]:
@@ -229,6 +265,8 @@ def cross_validate(
     found: dict[RankFusion | None, dict[str, dict[str, dict[str, float]]]] = {
         fusion: {} for fusion in fusions
     }
+    held_scores: list[float] = []
+    held_labels: list[bool] = []
     for done, repo in enumerate(sorted(by_repo)):
         if progress is not None:
             progress(done, len(by_repo), repo)
@@ -237,7 +275,12 @@ def cross_validate(
             model_orders = [list(range(len(task.rows))) for task in held]
         else:
             scorer, _ = FITTERS[learner]([t for t in tasks if t.repo != repo])
-            model_orders = [order_by(task, scorer(task.rows)) for task in held]
+            model_orders = []
+            for task in held:
+                scores = scorer(task.rows)
+                model_orders.append(order_by(task, scores))
+                held_scores += scores
+                held_labels += [label.holds_gold_line for label in task.labels]
         for fusion in fusions:
             found[fusion][repo] = {
                 task.instance_id: ranked_metrics(
@@ -248,12 +291,14 @@ def cross_validate(
                 )
                 for task, order in zip(held, model_orders, strict=True)
             }
+    calibration = None if weighted else calibrate(held_scores, held_labels)
     return [
         CrossValidation(
             learner, fusion,
             mean_metrics([m for values in per.values() for m in values.values()]),
             {repo: mean_metrics(list(values.values())) for repo, values in per.items()},
             {task: m for values in per.values() for task, m in values.items()},
+            calibration,
         )
         for fusion, per in found.items()
     ]
@@ -266,9 +311,11 @@ def rounded(value: float) -> float:
 
 
 def model_document(
-    learner: str, fitted: Any, fusion: RankFusion | None, tasks: int
+    learner: str, fitted: Any, fusion: RankFusion | None, tasks: int,
+    calibration: Calibration | None = None,
 ) -> dict[str, Any]:
-    """The model file's content: the format header, the features it reads, the fit."""
+    """The model file's content: the format header, the features it reads, the
+    fit, and how its scores read as log-odds, when ``calibration`` says."""
     if learner == "logistic":
         body = {"format": FORMAT, "version": VERSION, "kind": LINEAR,
                 "features": list(FEATURES), "bias": rounded(fitted["bias"]),
@@ -277,4 +324,8 @@ def model_document(
         body = model_json(fitted.dump_model())
     if fusion is not None:
         body["rank_fusion"] = {"k": fusion.k, "model_weight": fusion.model_weight}
+    if calibration is not None:
+        body["calibration"] = {
+            "scale": rounded(calibration.scale), "shift": rounded(calibration.shift)
+        }
     return {**body, "learner": learner, "tasks": tasks}

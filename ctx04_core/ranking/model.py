@@ -21,6 +21,16 @@ A split goes left when ``value <= threshold``, except for a missing value
 (NaN under ``"nan"``, zero under ``"zero"``), which goes ``default_left``;
 a NaN under another rule counts as 0, as LightGBM decides numerical splits.
 
+Either kind may add ``"calibration": {"scale": a, "shift": b}`` (``a > 0``):
+the model's score is then ``a·raw + b``, the raw score's log-odds that the
+candidate holds a changed line as a logistic fit of the raw scores of the
+repositories each fold left out reads them (Platt scaling, ``ctx04
+train``). The order is the raw score's; what changes is what the slice's
+rules read as a probability (``stages/prune.py``: the doubt gate and its
+floors), which a lambdarank score is not, and which a model fitted on
+repositories unlike the task's overstates. A file without it (the shipped
+logistic model) scores its raw score.
+
 A row holds the features :mod:`ctx04_core.ranking.features` computes, in its
 ``FEATURES`` order; a model may read any of them in any order, but a feature
 name this code does not compute is refused at load, so that a model trained
@@ -152,6 +162,14 @@ class RankFusion:
 
 
 @dataclass(frozen=True)
+class Calibration:
+    """The logistic map of a model's raw score to its log-odds of a changed line."""
+
+    scale: float
+    shift: float
+
+
+@dataclass(frozen=True)
 class RankingModel:
     """A loaded ranking model: scores a row of ``features.FEATURES`` values."""
 
@@ -162,8 +180,17 @@ class RankingModel:
     weights: tuple[float, ...] = ()  # linear: one per feature
     trees: tuple[Tree, ...] = ()
     rank_fusion: RankFusion | None = None  # how its order meets the weighted one, if at all
+    calibration: Calibration | None = None
 
     def score(self, row: Sequence[float]) -> float:
+        """The row's score: its log-odds of holding a changed line when the model
+        is calibrated (or is the shipped logistic model), else its raw score."""
+        raw = self._raw_score(row)
+        if self.calibration is None:
+            return raw
+        return self.calibration.scale * raw + self.calibration.shift
+
+    def _raw_score(self, row: Sequence[float]) -> float:
         values = [row[c] for c in self.columns]
         if self.kind == LINEAR:
             total = self.bias
@@ -191,7 +218,8 @@ class RankingModel:
 
         Linear: weight·value. Trees: the change of the node value along the
         row's path, credited to each split's feature (Saabas), so the
-        contributions and the trees' root values sum to the score.
+        contributions and the trees' root values sum to the score. A
+        calibration scales each by its ``scale``.
         """
         values = [row[c] for c in self.columns]
         if self.kind == LINEAR:
@@ -215,6 +243,8 @@ class RankingModel:
                     else:
                         moved[feature] += to_right[node]
                         node = right[node]
+        if self.calibration is not None:
+            moved = [self.calibration.scale * value for value in moved]
         return tuple(sorted(zip(self.features, moved, strict=True), key=lambda c: -abs(c[1])))
 
     @cached_property
@@ -278,13 +308,14 @@ def model_from_json(data: object) -> RankingModel:
     features = _names(data)
     columns = tuple(FEATURES.index(name) for name in features)
     fusion = _rank_fusion(data)
+    calibration = _calibration(data)
     kind = data.get("kind")
     if kind == LINEAR:
         weights = _numbers(data, "weights", "")
         if len(weights) != len(features):
             raise ModelError(f"{len(weights)} weights for {len(features)} features")
         return RankingModel(LINEAR, features, columns, _number(data, "bias", ""), weights,
-                            rank_fusion=fusion)
+                            rank_fusion=fusion, calibration=calibration)
     if kind == TREES:
         trees = data.get("trees")
         if not isinstance(trees, list):
@@ -292,22 +323,38 @@ def model_from_json(data: object) -> RankingModel:
         return RankingModel(
             TREES, features, columns, _number(data, "base_score", ""),
             trees=tuple(_tree(tree, f"tree {i}: ", len(features)) for i, tree in enumerate(trees)),
-            rank_fusion=fusion,
+            rank_fusion=fusion, calibration=calibration,
         )
     raise ModelError(f"kind {kind!r}, not {LINEAR!r} or {TREES!r}")
 
 
+def _optional_object(data: dict[str, Any], name: str) -> dict[str, Any] | None:
+    found = data.get(name)
+    if found is not None and not isinstance(found, dict):
+        raise ModelError(f"{name} is not an object")
+    return found
+
+
 def _rank_fusion(data: dict[str, Any]) -> RankFusion | None:
-    found = data.get("rank_fusion")
+    found = _optional_object(data, "rank_fusion")
     if found is None:
         return None
-    if not isinstance(found, dict):
-        raise ModelError("rank_fusion is not an object")
     k = _number(found, "k", "rank_fusion: ")
     weight = _number(found, "model_weight", "rank_fusion: ")
     if k <= 0 or weight < 0:
         raise ModelError("rank_fusion: k must be above 0 and model_weight not below 0")
     return RankFusion(k, weight)
+
+
+def _calibration(data: dict[str, Any]) -> Calibration | None:
+    found = _optional_object(data, "calibration")
+    if found is None:
+        return None
+    scale = _number(found, "scale", "calibration: ")
+    if scale <= 0:
+        # A scale not above 0 would turn the order over, or flatten it.
+        raise ModelError("calibration: scale must be above 0")
+    return Calibration(scale, _number(found, "shift", "calibration: "))
 
 
 def _names(data: dict[str, Any]) -> tuple[str, ...]:
