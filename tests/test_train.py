@@ -84,6 +84,7 @@ def test_train_writes_the_same_model_twice(pools: tuple[Path, Path, dict[str, st
         model["calibration"]["scale"], model["calibration"]["shift"]
     )
     assert "calibrated on the held-out scores: log-odds of a changed line = " in runs[0].stdout
+    assert "its leader clears the slice's doubt gate (0.35) on " in runs[0].stdout
     report = (tmp / "cv1.md").read_text()
     rows = [line.split(" | ")[:2] for line in report.splitlines() if line.startswith("| acme/")]
     fused = [f"rank fusion k={k} w={w}" for k, w in ((5, 0.5), (5, 1), (5, 2), (20, 2), (5, 4))]
@@ -92,6 +93,13 @@ def test_train_writes_the_same_model_twice(pools: tuple[Path, Path, dict[str, st
         for name in (learner, *(f"{learner} + {fusion}" for fusion in fused))
     ]
     assert rows == [[f"| {repo}", name] for repo in ("acme/calc", "acme/shop") for name in names]
+    block = report.split("Held-out calibration")[1].split("\n\n")[1].splitlines()
+    assert [line.split(" | ")[0] for line in block[2:]] == ["| logistic", "| lambdarank"]
+    # Of the 55 held-out candidates, 6 at p >= 0.35, 4 of them gold; 4 tasks'
+    # leaders clear the gate, 3 of them right; the fifth, in doubt, right.
+    assert block[2].endswith(" | 6: 0.459 / 0.667 | 4 of 5 tasks | 0.75 | 1.00 |")
+    # Five tasks are too few for the trees to tell a changed line apart held out.
+    assert block[3] == "| lambdarank | not calibrated" + " | -" * 8 + " |"
     # The weighted fusion's row reads the records' own order: its file Acc@1
     # is the eval run's.
     weighted = next(line for line in report.splitlines() if line.startswith("| weighted"))
@@ -167,6 +175,31 @@ def test_calibration_is_the_logistic_fit_of_the_held_out_scores() -> None:
     # Scores that rank the changed lines last, or one score for all: no calibration.
     assert calibrate(scores, [not h for h in holds]) is None
     assert calibrate([2.0] * 8, holds) is None
+
+
+def test_reliability_reads_the_probabilities_per_bin_and_per_leader() -> None:
+    from ctx04_core.ranking.fit import reliability
+
+    def logit(p: float) -> float:
+        return math.log(p / (1 - p))
+
+    held = [
+        ([logit(0.5), logit(0.02)], [True, False]),  # its leader clears the gate, right
+        ([logit(0.2), logit(0.05)], [False, True]),  # in doubt, its leader wrong
+        ([], []),  # no candidate, no leader
+    ]
+    found = reliability(held, Calibration(1.0, 0.0), 0.35)
+
+    assert [(b.low, b.high, b.candidates, b.holding) for b in found.bins] == [
+        (0.0, 0.03, 1, 0.0), (0.03, 0.1, 1, 1.0), (0.1, 0.35, 1, 0.0), (0.35, 1.0, 1, 1.0),
+    ]
+    assert [b.mean_probability for b in found.bins] == pytest.approx([0.02, 0.05, 0.2, 0.5])
+    assert (found.gate, found.sure, found.sure_right, found.doubtful, found.doubtful_right) == (
+        0.35, 1, 1, 1, 0
+    )
+    # A shift moves every probability: both leaders now clear the gate.
+    shifted = reliability(held, Calibration(1.0, 2.0), 0.35)
+    assert (shifted.sure, shifted.sure_right, shifted.doubtful) == (2, 1, 0)
 
 
 def test_a_task_whose_recall_found_nothing_counts_as_a_miss() -> None:

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from ctx04_core.console import fail, stderr
 from ctx04_core.ranking.features import POOL
-from ctx04_core.settings import WEIGHTED
+from ctx04_core.settings import WEIGHTED, Settings
 
 
 def register(app: typer.Typer) -> None:
@@ -56,7 +56,9 @@ def train_command(
     tasks and written to --out; the same pools give the same file, byte
     for byte. Its scores are calibrated on the held-out repositories' scores
     (Platt scaling), so that the slice's rules can read any learner's score
-    as the log-odds that a candidate holds a changed line. Use it with
+    as the log-odds that a candidate holds a changed line; the report shows
+    how those probabilities read held out, and on how many tasks the leader
+    clears the slice's doubt gate. Use it with
     `--set ranking_model=FILE` (the learned fusion is the default).
     """
     from ctx04_core.ranking.fit import CV_NOISE, FITTERS, chosen, cross_validate, model_document
@@ -117,6 +119,13 @@ def train_command(
         Console().print(
             f"calibrated on the held-out scores: log-odds of a changed line = "
             f"{best.calibration.scale:.4g} x score {best.calibration.shift:+.4g}"
+        )
+    if best.reliability is not None:
+        found = best.reliability
+        # A learner whose leaders never clear the gate leaves every slice in doubt.
+        Console().print(
+            f"held out, its leader clears the slice's doubt gate ({found.gate:g}) on "
+            f"{found.sure} of {found.sure + found.doubtful} tasks"
         )
 
 
@@ -189,6 +198,41 @@ def _show(results: list[Any], chosen: str) -> None:
     Console(width=200).print(table)
 
 
+def calibration_table(results: list[Any]) -> list[str]:
+    """Each learner's held-out calibration and how it reads, as Markdown lines:
+    per probability bin "candidates: mean probability / share holding a
+    changed line", then the tasks whose leader clears the doubt gate."""
+    from ctx04_core.ranking.fit import RELIABILITY_EDGES
+
+    learners = [r for r in results if r.rank_fusion is None and r.learner != WEIGHTED]
+    if not learners:
+        return []
+    bins = list(zip(RELIABILITY_EDGES, RELIABILITY_EDGES[1:], strict=False))
+    header = ["learner", "scale", "shift", *(f"p {low:g}-{high:g}" for low, high in bins),
+              f"leader p >= {Settings().doubt_probability:g}", "its leader right",
+              "in doubt, right"]
+    lines = [
+        "Held-out calibration (each learner's scores of the repositories its folds left "
+        "out, as the slice reads them):", "",
+        "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+    ]
+    for r in learners:
+        found = r.reliability
+        if found is None:
+            lines.append("| " + " | ".join(
+                [r.learner, "not calibrated", *["-"] * (len(header) - 2)]
+            ) + " |")
+            continue
+        lines.append("| " + " | ".join([
+            r.learner, f"{r.calibration.scale:.4g}", f"{r.calibration.shift:.4g}",
+            *(f"{b.candidates}: {b.mean_probability:.3f} / {b.holding:.3f}" for b in found.bins),
+            f"{found.sure} of {found.sure + found.doubtful} tasks",
+            f"{found.sure_right / found.sure:.2f}" if found.sure else "-",
+            f"{found.doubtful_right / found.doubtful:.2f}" if found.doubtful else "-",
+        ]) + " |")
+    return [*lines, ""]
+
+
 def markdown_report(results: list[Any], chosen: str, by_split: dict[str, list[str]]) -> str:
     """The pooled table, each dataset's, then each held-out repository's, in Markdown."""
     from ctx04_core.bench.cli import SHORT_NAMES
@@ -202,6 +246,7 @@ def markdown_report(results: list[Any], chosen: str, by_split: dict[str, list[st
         lines += [title, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(row) + " |" for row in rows]
         lines.append("")
+    lines += calibration_table(results)
     lines += ["Per held-out repository:", ""]
     per_header = ["repository", "ranking", *(SHORT_NAMES[m] for m in CV_METRICS)]
     lines += ["| " + " | ".join(per_header) + " |", "|" + "---|" * len(per_header)]

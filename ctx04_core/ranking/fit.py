@@ -30,6 +30,7 @@ from ctx04_core.ranking.file_cover import keep_weighted_files
 from ctx04_core.ranking.lightgbm_export import model_json
 from ctx04_core.ranking.model import FORMAT, LINEAR, VERSION, Calibration, RankFusion
 from ctx04_core.ranking.table import Labels, TaskRows, changed_lines_held
+from ctx04_core.settings import Settings
 from ctx04_core.types import Span
 
 Scorer = Callable[[Sequence[tuple[float, ...]]], list[float]]
@@ -84,6 +85,9 @@ LAMBDARANK = {
 }
 LAMBDARANK_ROUNDS = 200
 CALIBRATION_STEPS = 50
+# The edges of the held-out reliability table's bins: the slice's floors and
+# its doubt gate (stages/prune.py), the probabilities its rules compare.
+RELIABILITY_EDGES = (0.0, 0.03, 0.1, 0.35, 1.0)
 
 
 def relevance(labels: Labels) -> int:
@@ -148,6 +152,33 @@ FITTERS: dict[str, Fitter] = {"logistic": fit_logistic, "lambdarank": fit_lambda
 
 
 @dataclass(frozen=True)
+class ReliabilityBin:
+    """The held-out candidates whose calibrated probability is in [low, high)."""
+
+    low: float
+    high: float
+    candidates: int
+    mean_probability: float
+    holding: float  # the share of them that hold a changed line
+
+
+@dataclass(frozen=True)
+class Reliability:
+    """How a learner's calibrated held-out probabilities read: per bin, and per
+    task whether its most probable candidate clears the slice's doubt gate
+    (the slice is sure of its leaders) and whether that candidate holds a
+    changed line. A learner whose averages are honest but whose leaders never
+    clear the gate feeds slices that are always in doubt."""
+
+    bins: tuple[ReliabilityBin, ...]
+    gate: float
+    sure: int
+    sure_right: int
+    doubtful: int
+    doubtful_right: int
+
+
+@dataclass(frozen=True)
 class CrossValidation:
     learner: str
     rank_fusion: RankFusion | None  # how the learner's order met the weighted one
@@ -156,6 +187,7 @@ class CrossValidation:
     per_task: dict[str, dict[str, float]]  # by instance id
     # The learner's held-out scores as log-odds of a changed line (None: weighted).
     calibration: Calibration | None = None
+    reliability: Reliability | None = None  # how those log-odds read, held out
 
     @property
     def name(self) -> str:
@@ -208,6 +240,38 @@ def calibrate(scores: Sequence[float], holds: Sequence[bool]) -> Calibration | N
     scale, shift = float(w[0]), float(w[1])
     finite = math.isfinite(scale) and math.isfinite(shift)
     return Calibration(scale, shift) if finite and scale > 0 else None
+
+
+def reliability(
+    held: Sequence[tuple[Sequence[float], Sequence[bool]]], calibration: Calibration,
+    gate: float,
+) -> Reliability:
+    """The reliability of ``calibration`` over each held-out task's (scores,
+    holds a changed line); a task with no candidate has no leader."""
+    probabilities = [
+        [1.0 / (1.0 + math.exp(-(calibration.scale * x + calibration.shift))) for x in scores]
+        for scores, _ in held
+    ]
+    bins = []
+    for low, high in zip(RELIABILITY_EDGES, RELIABILITY_EDGES[1:], strict=False):
+        inside = [
+            (p, hold)
+            for ps, (_, holds) in zip(probabilities, held, strict=True)
+            for p, hold in zip(ps, holds, strict=True)
+            if low <= p < high or (high == RELIABILITY_EDGES[-1] and p == high)
+        ]
+        count = len(inside)
+        bins.append(ReliabilityBin(
+            low, high, count, sum(p for p, _ in inside) / count if count else 0.0,
+            sum(hold for _, hold in inside) / count if count else 0.0,
+        ))
+    leaders = [
+        (max(ps), holds[ps.index(max(ps))])
+        for ps, (_, holds) in zip(probabilities, held, strict=True) if ps
+    ]
+    sure = [right for p, right in leaders if p >= gate]
+    doubtful = [right for p, right in leaders if p < gate]
+    return Reliability(tuple(bins), gate, len(sure), sum(sure), len(doubtful), sum(doubtful))
 
 
 def ranked_metrics(task: TaskRows, order: Sequence[int]) -> dict[str, float]:
@@ -265,8 +329,7 @@ def cross_validate(
     found: dict[RankFusion | None, dict[str, dict[str, dict[str, float]]]] = {
         fusion: {} for fusion in fusions
     }
-    held_scores: list[float] = []
-    held_labels: list[bool] = []
+    held_out: list[tuple[list[float], list[bool]]] = []
     for done, repo in enumerate(sorted(by_repo)):
         if progress is not None:
             progress(done, len(by_repo), repo)
@@ -279,8 +342,7 @@ def cross_validate(
             for task in held:
                 scores = scorer(task.rows)
                 model_orders.append(order_by(task, scores))
-                held_scores += scores
-                held_labels += [label.holds_gold_line for label in task.labels]
+                held_out.append((scores, [label.holds_gold_line for label in task.labels]))
         for fusion in fusions:
             found[fusion][repo] = {
                 task.instance_id: ranked_metrics(
@@ -291,14 +353,19 @@ def cross_validate(
                 )
                 for task, order in zip(held, model_orders, strict=True)
             }
-    calibration = None if weighted else calibrate(held_scores, held_labels)
+    calibration = None if weighted else calibrate(
+        [x for scores, _ in held_out for x in scores], [h for _, holds in held_out for h in holds]
+    )
+    trust = None if calibration is None else reliability(
+        held_out, calibration, Settings().doubt_probability
+    )
     return [
         CrossValidation(
             learner, fusion,
             mean_metrics([m for values in per.values() for m in values.values()]),
             {repo: mean_metrics(list(values.values())) for repo, values in per.items()},
             {task: m for values in per.values() for task, m in values.items()},
-            calibration,
+            calibration, trust,
         )
         for fusion, per in found.items()
     ]
