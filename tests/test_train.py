@@ -200,6 +200,10 @@ def test_reliability_reads_the_probabilities_per_bin_and_per_leader() -> None:
     # A shift moves every probability: both leaders now clear the gate.
     shifted = reliability(held, Calibration(1.0, 2.0), 0.35)
     assert (shifted.sure, shifted.sure_right, shifted.doubtful) == (2, 1, 0)
+    # Scores far past what exp can take read as 0 and 1, not an overflow.
+    extreme = reliability([([-1000.0, 1000.0], [False, True])], Calibration(1.0, 0.0), 0.35)
+    assert [b.candidates for b in extreme.bins] == [1, 0, 0, 1]
+    assert (extreme.sure, extreme.sure_right) == (1, 1)
 
 
 def test_a_task_whose_recall_found_nothing_counts_as_a_miss() -> None:

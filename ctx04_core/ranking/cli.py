@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -207,7 +208,7 @@ def calibration_table(results: list[Any]) -> list[str]:
     learners = [r for r in results if r.rank_fusion is None and r.learner != WEIGHTED]
     if not learners:
         return []
-    bins = list(zip(RELIABILITY_EDGES, RELIABILITY_EDGES[1:], strict=False))
+    bins = list(pairwise(RELIABILITY_EDGES))
     header = ["learner", "scale", "shift", *(f"p {low:g}-{high:g}" for low, high in bins),
               f"leader p >= {Settings().doubt_probability:g}", "its leader right",
               "in doubt, right"]

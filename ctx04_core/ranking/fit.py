@@ -21,6 +21,7 @@ import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from ctx04_core.bench.gold import Gold
@@ -28,7 +29,14 @@ from ctx04_core.bench.metrics import RankedItem, line_recall, ranking_metrics, s
 from ctx04_core.ranking.features import FEATURES
 from ctx04_core.ranking.file_cover import keep_weighted_files
 from ctx04_core.ranking.lightgbm_export import model_json
-from ctx04_core.ranking.model import FORMAT, LINEAR, VERSION, Calibration, RankFusion
+from ctx04_core.ranking.model import (
+    FORMAT,
+    LINEAR,
+    VERSION,
+    Calibration,
+    RankFusion,
+    probability,
+)
 from ctx04_core.ranking.table import Labels, TaskRows, changed_lines_held
 from ctx04_core.settings import Settings
 from ctx04_core.types import Span
@@ -249,11 +257,11 @@ def reliability(
     """The reliability of ``calibration`` over each held-out task's (scores,
     holds a changed line); a task with no candidate has no leader."""
     probabilities = [
-        [1.0 / (1.0 + math.exp(-(calibration.scale * x + calibration.shift))) for x in scores]
+        [probability(calibration.scale * x + calibration.shift) for x in scores]
         for scores, _ in held
     ]
     bins = []
-    for low, high in zip(RELIABILITY_EDGES, RELIABILITY_EDGES[1:], strict=False):
+    for low, high in pairwise(RELIABILITY_EDGES):
         inside = [
             (p, hold)
             for ps, (_, holds) in zip(probabilities, held, strict=True)

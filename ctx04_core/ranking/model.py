@@ -69,6 +69,15 @@ _PlainTree = tuple[
 ]
 
 
+def probability(log_odds: float) -> float:
+    """The probability of ``log_odds``; ``exp`` only of a non-positive number,
+    which cannot overflow whatever a model file scores."""
+    if log_odds >= 0:
+        return 1.0 / (1.0 + math.exp(-log_odds))
+    odds = math.exp(log_odds)
+    return odds / (1.0 + odds)
+
+
 class ModelError(ValueError):
     """A ranking model file that cannot be used; the message is one line."""
 

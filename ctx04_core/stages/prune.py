@@ -95,13 +95,13 @@ first must reach the slice.
 from __future__ import annotations
 
 import functools
-import math
 from collections import Counter
 from collections.abc import Callable
 
 from ctx04_core.bm25 import idf, score, term_weights
 from ctx04_core.evidence import HEADER, KINDS, short_coverage
 from ctx04_core.hookspecs import hookimpl
+from ctx04_core.ranking.model import probability
 from ctx04_core.repository import Repo
 from ctx04_core.settings import SIGNATURES, Settings
 from ctx04_core.stages.assemble import render, utf8_bytes
@@ -470,15 +470,8 @@ def _worth_whole(
 
 
 def _probability(item: RankedCandidate) -> float | None:
-    """The model's log-odds as a probability; ``exp`` only of a non-positive
-    number, which cannot overflow whatever a model file scores."""
-    z = item.model_score
-    if z is None:
-        return None
-    if z >= 0:
-        return 1.0 / (1.0 + math.exp(-z))
-    odds = math.exp(z)
-    return odds / (1.0 + odds)
+    """The model's log-odds as a probability; None when no model ranked."""
+    return None if item.model_score is None else probability(item.model_score)
 
 
 def _in_doubt(ranked: tuple[RankedCandidate, ...], settings: Settings) -> bool:
