@@ -215,22 +215,22 @@ def calibration_table(results: list[Any]) -> list[str]:
     lines = [
         "Held-out calibration (each learner's scores of the repositories its folds left "
         "out, as the slice reads them):", "",
-        "| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+        *_markdown_header(header),
     ]
     for r in learners:
         found = r.reliability
         if found is None:
-            lines.append("| " + " | ".join(
-                [r.learner, "not calibrated", *["-"] * (len(header) - 2)]
-            ) + " |")
+            lines.append(
+                _markdown_row([r.learner, "not calibrated", *["-"] * (len(header) - 2)])
+            )
             continue
-        lines.append("| " + " | ".join([
+        lines.append(_markdown_row([
             r.learner, f"{r.calibration.scale:.4g}", f"{r.calibration.shift:.4g}",
             *(f"{b.candidates}: {b.mean_probability:.3f} / {b.holding:.3f}" for b in found.bins),
             f"{found.sure} of {found.sure + found.doubtful} tasks",
             f"{found.sure_right / found.sure:.2f}" if found.sure else "-",
             f"{found.doubtful_right / found.doubtful:.2f}" if found.doubtful else "-",
-        ]) + " |")
+        ]))
     return [*lines, ""]
 
 
@@ -244,16 +244,25 @@ def markdown_report(results: list[Any], chosen: str, by_split: dict[str, list[st
         (f"The tasks of {name}:", ids) for name, ids in by_split.items()
     )]:
         header, rows = _table(results, chosen, tasks)
-        lines += [title, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(row) + " |" for row in rows]
+        lines += [title, "", *_markdown_header(header)]
+        lines += [_markdown_row(row) for row in rows]
         lines.append("")
     lines += calibration_table(results)
     lines += ["Per held-out repository:", ""]
     per_header = ["repository", "ranking", *(SHORT_NAMES[m] for m in CV_METRICS)]
-    lines += ["| " + " | ".join(per_header) + " |", "|" + "---|" * len(per_header)]
+    lines += _markdown_header(per_header)
     for repo in sorted(results[0].per_repo):
         for r in results:
             values = r.per_repo[repo]
-            lines.append("| " + " | ".join(
-                [repo, r.name, *(f"{values[m]:.3f}" for m in CV_METRICS)]) + " |")
+            lines.append(
+                _markdown_row([repo, r.name, *(f"{values[m]:.3f}" for m in CV_METRICS)])
+            )
     return "\n".join(lines) + "\n"
+
+
+def _markdown_row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _markdown_header(cells: list[str]) -> list[str]:
+    return [_markdown_row(cells), "|" + "---|" * len(cells)]

@@ -105,6 +105,26 @@ def relevance(labels: Labels) -> int:
     return int(labels.holds_gold_line) + int(labels.is_gold_symbol) + int(labels.in_gold_file)
 
 
+def newton_logistic(
+    z: Any, target: Any, penalty: Any, start: Any, steps: int
+) -> Any | None:
+    """The weights of the logistic fit of ``target`` (each in [0, 1]) on the
+    columns of ``z`` with the quadratic ``penalty``: Newton's method from
+    ``start``, a fixed number of steps, so the same data give the same
+    weights. None when a step's Hessian is singular (the columns tell the
+    targets nothing apart)."""
+    import numpy as np
+
+    w = start
+    for _ in range(steps):
+        p = 1.0 / (1.0 + np.exp(-(z @ w)))
+        hessian = (z * (p * (1 - p))[:, None]).T @ z + penalty
+        if np.linalg.matrix_rank(hessian) < len(w):
+            return None
+        w = w - np.linalg.solve(hessian, z.T @ (p - target) + penalty @ w)
+    return w
+
+
 def fit_logistic(tasks: Sequence[TaskRows]) -> tuple[Scorer, dict[str, Any]]:
     """P(the candidate holds a changed line), linear in the features."""
     import numpy as np
@@ -116,12 +136,9 @@ def fit_logistic(tasks: Sequence[TaskRows]) -> tuple[Scorer, dict[str, Any]]:
     scale[scale == 0] = 1.0
     z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
     penalty = np.diag(np.r_[np.full(len(FEATURES), LOGISTIC_L2), 0.0])
-    w = np.zeros(z.shape[1])
-    for _ in range(LOGISTIC_STEPS):
-        p = 1.0 / (1.0 + np.exp(-(z @ w)))
-        gradient = z.T @ (p - y) + penalty @ w
-        hessian = (z * (p * (1 - p))[:, None]).T @ z + penalty
-        w = w - np.linalg.solve(hessian, gradient)
+    # The L2 penalty keeps every Hessian invertible, so a fit is always found.
+    w = newton_logistic(z, y, penalty, np.zeros(z.shape[1]), LOGISTIC_STEPS)
+    assert w is not None
     weights = [float(v) for v in w[:-1] / scale]
     bias = float(w[-1] - (w[:-1] / scale) @ mean)
     model = {"kind": "linear", "bias": bias, "weights": weights}
@@ -238,13 +255,9 @@ def calibrate(scores: Sequence[float], holds: Sequence[bool]) -> Calibration | N
     positives, negatives = int(y.sum()), int((~y).sum())
     target = np.where(y, (positives + 1) / (positives + 2), 1 / (negatives + 2))
     z = np.column_stack([s, np.ones(len(s))])
-    w = np.array([1.0, 0.0])
-    for _ in range(CALIBRATION_STEPS):
-        p = 1.0 / (1.0 + np.exp(-(z @ w)))
-        hessian = (z * (p * (1 - p))[:, None]).T @ z
-        if np.linalg.matrix_rank(hessian) < 2:
-            return None
-        w = w - np.linalg.solve(hessian, z.T @ (p - target))
+    w = newton_logistic(z, target, np.zeros((2, 2)), np.array([1.0, 0.0]), CALIBRATION_STEPS)
+    if w is None:
+        return None
     scale, shift = float(w[0]), float(w[1])
     finite = math.isfinite(scale) and math.isfinite(shift)
     return Calibration(scale, shift) if finite and scale > 0 else None
