@@ -107,6 +107,72 @@ def test_train_writes_the_same_model_twice(pools: tuple[Path, Path, dict[str, st
     assert weighted.split(" | ")[2] == f"{file_acc_1:.3f}"
 
 
+def test_fold_models_rank_each_training_task_held_out(
+    pools: tuple[Path, Path, dict[str, str]],
+) -> None:
+    from ctx04_core.ranking.fit import FITTERS, RankFusion, model_document
+    from ctx04_core.ranking.table import task_rows
+
+    tmp, dataset, env = pools
+    folds = tmp / "folds"
+    done = ctx04(env, "train", tmp / "pools.jsonl", "--dataset", dataset,
+                 "--out", tmp / "chosen.json", "--fold-models", folds)
+    assert done.returncode == 0, done.stderr
+    assert f"fold models: {folds} (2 repositories)" in done.stdout
+    assert sorted(p.name for p in folds.iterdir()) == ["acme__calc.json", "acme__shop.json"]
+    chosen = json.loads((tmp / "chosen.json").read_text())
+    texts = {json.loads(line)["instance_id"]: json.loads(line)["problem_statement"]
+             for line in dataset.read_text().splitlines()}
+    tasks = [task_rows(r, texts[r["instance_id"]]) for r in records(tmp / "pools.jsonl")]
+    fused = chosen.get("rank_fusion")
+    fusion = RankFusion(fused["k"], fused["model_weight"]) if fused else None
+    for left_out in ("acme/calc", "acme/shop"):
+        kept = [t for t in tasks if t is not None and t.repo != left_out]
+        _, fitted = FITTERS[chosen["learner"]](kept)
+        written = json.loads((folds / f"{left_out.replace('/', '__')}.json").read_text())
+        assert written["tasks"] == len(kept) == (3 if left_out == "acme/calc" else 2)
+        assert written["calibration"] == chosen["calibration"]
+        assert written == json.loads(json.dumps(model_document(
+            chosen["learner"], fitted, fusion, len(kept),
+            load_model(tmp / "chosen.json").calibration,
+        )))
+    repos = tmp / "fleet-repos.json"
+    base = ["eval", "--dataset", dataset, "--repos", repos, "--cache-dir", tmp / "trees",
+            "--set", "fusion=learned"]
+    done = ctx04(env, *base, "--fold-models", folds, "--out", tmp / "held.jsonl")
+    assert done.returncode == 0, done.stderr
+    held = records(tmp / "held.jsonl")
+    assert {r["settings"]["fold_models"] for r in held} == {str(folds)}
+    alone = {}
+    for model in ("acme__calc", "acme__shop"):
+        done = ctx04(env, *base, "--set", f"ranking_model={folds / model}.json",
+                     "--out", tmp / f"{model}.jsonl")
+        assert done.returncode == 0, done.stderr
+        alone[model] = records(tmp / f"{model}.jsonl")
+    # Each task's ranking is its own repository's fold model's, score for score;
+    # the two models score every task apart.
+    for n, record in enumerate(held):
+        own, other = sorted(alone, key=lambda m: m != record["repo"].replace("/", "__"))
+        assert (record["ranked"], record["shown"]) == (
+            alone[own][n]["ranked"], alone[own][n]["shown"]
+        )
+        assert record["ranked"] != alone[other][n]["ranked"]
+    # A repository without its model, or a run that would not read it, is refused.
+    (tmp / "half").mkdir()
+    (tmp / "half" / "acme__calc.json").write_bytes((folds / "acme__calc.json").read_bytes())
+    for extra, message in (
+        (("--fold-models", tmp / "half"),
+         f"--fold-models {tmp / 'half'}: no model for acme/shop (as acme__shop.json); write "
+         "them with ctx04 train --fold-models on these tasks' pools"),
+        (("--fold-models", folds, "--set", "fusion=weighted"),
+         "--fold-models ranks with ctx04's learned fusion; drop --system or --set fusion"),
+    ):
+        done = ctx04(env, *base, *extra, "--out", tmp / "refused.jsonl")
+        assert done.returncode == 2
+        assert message in done.stderr
+    assert not (tmp / "refused.jsonl").exists()
+
+
 def test_train_refuses_what_it_cannot_use(pools: tuple[Path, Path, dict[str, str]]) -> None:
     tmp, dataset, env = pools
     lines = (tmp / "pools.jsonl").read_text().splitlines()

@@ -132,6 +132,14 @@ def eval_command(
         tuple[Path, Path] | None,
         typer.Option("--compare", help="Compare two records files instead: A B, deltas B − A."),
     ] = None,
+    fold_models: Annotated[
+        Path | None,
+        typer.Option(
+            "--fold-models",
+            help="Rank each task with the model `ctx04 train --fold-models DIR` fitted "
+                 "without its repository: training tasks read held out.",
+        ),
+    ] = None,
 ) -> None:
     """Measure retrieval on SWE-bench tasks against the gold of each patch.
 
@@ -151,6 +159,11 @@ def eval_command(
     With --jobs N or --executor ray the records are the same as a serial
     run's apart from the timings, in dataset order; an instance whose worker
     died on each of 3 attempts is recorded as an error and the run goes on.
+
+    With --fold-models DIR (from ctx04 train --fold-models DIR) each training
+    task is ranked by the model fitted without its repository, so the slice's
+    metrics (line recall, irrelevant share, tokens) read held out, as the
+    cross-validation reads the ranking.
     """
     if compare is not None:
         if dataset or repos or out:
@@ -164,6 +177,7 @@ def eval_command(
     config = RunConfig(
         system=system.value, settings=_settings(budget, assignments), disable=tuple(disable or ()),
         executor=executor_of(jobs, executor, ray_address), **cache_option(cache_dir),
+        fold_models=fold_models,
     )
     instances, repo_map = load_inputs(dataset, repos, ids, limit)
     with running(config.executor):

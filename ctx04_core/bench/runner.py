@@ -25,7 +25,8 @@ from ctx04_core.bench.systems import BM25_SETTINGS, SYSTEMS, run_bm25, run_ctx04
 from ctx04_core.bench.trees import Tree, default_cache_dir, materialise, tree_dir
 from ctx04_core.executors import Executor, WorkerLost, run_tasks
 from ctx04_core.plugins import PluginError, disabled_from_env, enabled_plugins, loaded_plugins
-from ctx04_core.settings import Settings
+from ctx04_core.ranking.model import fold_model_path
+from ctx04_core.settings import LEARNED, Settings
 
 
 class RunError(ValueError):
@@ -40,6 +41,9 @@ class RunConfig:
     cache_dir: Path = field(default_factory=default_cache_dir)
     # Where the instances run; each is independent of the others.
     executor: Executor = field(default_factory=Executor)
+    # Each instance ranked by the model fitted without its repository
+    # (``ctx04 train --fold-models``), so training tasks read held out.
+    fold_models: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ def run(
     ``advance`` is called with each record as it finishes.
     """
     header = _header(config)
+    if config.fold_models is not None:
+        _check_fold_models(instances, config, config.fold_models)
     task = functools.partial(evaluate, repos=dict(repos), config=config, header=header)
     outcomes = run_tasks(config.executor, task, instances)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -106,7 +112,29 @@ def _header(config: RunConfig) -> _Header:
         pm = loaded_plugins(disabled)
     except PluginError as err:
         raise RunError(str(err)) from err
-    return _Header(config.system, disabled, list(enabled_plugins(pm)), config.settings.to_json())
+    settings = config.settings.to_json()
+    if config.fold_models is not None:
+        settings["fold_models"] = str(config.fold_models)
+    return _Header(config.system, disabled, list(enabled_plugins(pm)), settings)
+
+
+def _check_fold_models(
+    instances: Sequence[Instance], config: RunConfig, directory: Path
+) -> None:
+    """Every instance's repository has its fold model in ``directory``, and the run reads it."""
+    if config.system != "ctx04" or config.settings.fusion != LEARNED:
+        raise RunError("--fold-models ranks with ctx04's learned fusion; drop --system or "
+                       "--set fusion")
+    missing = sorted({
+        instance.repo for instance in instances
+        if not fold_model_path(directory, instance.repo).is_file()
+    })
+    if missing:
+        raise RunError(
+            f"--fold-models {directory}: no model for {', '.join(missing)} (as "
+            f"{fold_model_path(directory, missing[0]).name}); write them with "
+            "ctx04 train --fold-models on these tasks' pools"
+        )
 
 
 def _system_plugins(system: str, header: _Header) -> pluggy.PluginManager:
@@ -212,4 +240,8 @@ def _answer(
     task = instance.problem_statement
     if config.system == "bm25":
         return run_bm25(task, root, config.settings, pm)
-    return run_ctx04(task, root, retrieval_settings(instance, git_dir, config.settings), pm)
+    settings = retrieval_settings(instance, git_dir, config.settings)
+    if config.fold_models is not None:
+        model = fold_model_path(config.fold_models.resolve(), instance.repo)
+        settings = settings.with_overrides(ranking_model=str(model))
+    return run_ctx04(task, root, settings, pm)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from itertools import pairwise
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -15,6 +15,10 @@ from rich.table import Table
 from ctx04_core.console import fail, stderr
 from ctx04_core.ranking.features import POOL
 from ctx04_core.settings import WEIGHTED, Settings
+
+if TYPE_CHECKING:
+    from ctx04_core.ranking.fit import CrossValidation
+    from ctx04_core.ranking.table import TaskRows
 
 
 def register(app: typer.Typer) -> None:
@@ -35,6 +39,14 @@ def train_command(
     report: Annotated[
         Path | None,
         typer.Option("--report", help="Also write the cross-validation tables here (Markdown)."),
+    ] = None,
+    fold_models: Annotated[
+        Path | None,
+        typer.Option(
+            "--fold-models",
+            help="Also write here, per repository, the chosen learner fitted without it, "
+                 "for `ctx04 eval --fold-models`: the slice read on training tasks held out.",
+        ),
     ] = None,
 ) -> None:
     """Fit the ranking model on training pools, chosen by leave-one-repository-out CV.
@@ -61,9 +73,20 @@ def train_command(
     how those probabilities read held out, and on how many tasks the leader
     clears the slice's doubt gate. Use it with
     `--set ranking_model=FILE` (the learned fusion is the default).
+
+    The cross-validation reads the ranking; the slice's rules (the doubt
+    gate, the body floors) read the model's probabilities, and so do the
+    metrics the slice decides: line recall, the irrelevant share, tokens.
+    To read those held out, write the fold models and run the training
+    tasks with each repository's own:
+
+      ctx04 train pools.jsonl --dataset train.jsonl --out model.json \\
+          --fold-models folds/
+      ctx04 eval --dataset train.jsonl --repos repos.json --fold-models folds/ \\
+          --out held.jsonl
     """
     from ctx04_core.ranking.fit import CV_NOISE, FITTERS, chosen, cross_validate, model_document
-    from ctx04_core.ranking.table import TaskRows, task_rows
+    from ctx04_core.ranking.table import task_rows
 
     texts, splits = _texts(dataset)
     tasks: list[TaskRows] = []
@@ -106,6 +129,8 @@ def train_command(
         best.learner, fitted, best.rank_fusion, len(tasks), best.calibration
     )
     out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    if fold_models is not None:
+        _write_fold_models(fold_models, tasks, best)
     by_split = {
         name: [t.instance_id for t in tasks if splits[t.instance_id] == name]
         for name in dict.fromkeys(splits[t.instance_id] for t in tasks)
@@ -128,6 +153,35 @@ def train_command(
             f"held out, its leader clears the slice's doubt gate ({found.gate:g}) on "
             f"{found.sure} of {found.sure + found.doubtful} tasks"
         )
+
+
+def _write_fold_models(
+    directory: Path, tasks: list[TaskRows], best: CrossValidation
+) -> None:
+    """For each repository, ``best``'s learner fitted on the other repositories'
+    tasks, with ``best``'s rank fusion and calibration (the calibration reads
+    every fold's held-out scores, this one's too: two numbers, not a ranking)."""
+    from ctx04_core.ranking.fit import FITTERS, model_document
+    from ctx04_core.ranking.model import fold_model_path
+
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        fail(f"--fold-models {directory}: cannot create it ({err.strerror})")
+    repos = sorted({t.repo for t in tasks})
+    with stderr.status("fitting the fold models") as status:
+        for done, repo in enumerate(repos):
+            status.update(f"fitting the fold models: {done + 1} of {len(repos)}, "
+                          f"{escape(repo)} left out")
+            kept = [t for t in tasks if t.repo != repo]
+            _, fitted = FITTERS[best.learner](kept)
+            document = model_document(
+                best.learner, fitted, best.rank_fusion, len(kept), best.calibration
+            )
+            fold_model_path(directory, repo).write_text(
+                json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+            )
+    Console().print(f"fold models: {escape(str(directory))} ({len(repos)} repositories)")
 
 
 def _texts(datasets: list[Path]) -> tuple[dict[str, str], dict[str, str]]:

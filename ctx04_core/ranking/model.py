@@ -271,6 +271,12 @@ class RankingModel:
         )
 
 
+def fold_model_path(directory: Path, repo: str) -> Path:
+    """Where ``ctx04 train --fold-models`` writes the model fitted without the
+    repository ``repo`` (``owner/name``), and ``ctx04 eval --fold-models`` reads it."""
+    return directory / f"{repo.replace('/', '__')}.json"
+
+
 def load_model(path: Path) -> RankingModel:
     """The model in the file at ``path``; a :class:`ModelError` naming the file says why not."""
     try:
