@@ -154,6 +154,11 @@ class RankedCandidate:
     # largest (feature, contribution) parts of that score, largest first.
     model_score: float | None = None
     contributions: tuple[tuple[str, float], ...] = ()
+    # The model's own log-odds that the candidate holds a changed line, what
+    # the slice reads as a probability: the model score less the weighted
+    # values of signals the model does not read (a third party's), which
+    # move the order but are no evidence of the model's calibration.
+    log_odds: float | None = None
 
 
 # How an excerpt shows its candidate (``Excerpt.shown_as``): all of its own

@@ -214,6 +214,9 @@ def test_fuse_ranks_by_the_model_and_adds_the_signals_it_does_not_know() -> None
     ]
     assert learned[0].contributions == (("bm25.value", 2.0), ("third_party", 2.0))
     assert learned[0].signals == weighted[0].signals
+    # What the slice reads as the model's probability is its own score alone.
+    assert [r.log_odds for r in learned] == [2.0, 3.0, 1.0]
+    assert {r.log_odds for r in weighted} == {None}
 
 
 def test_a_rank_fusion_meets_the_model_and_the_weighted_order_halfway() -> None:

@@ -305,7 +305,9 @@ def test_a_slice_in_doubt_shows_the_probable_bodies_whole(shop: Repo) -> None:
             shop, ("shop.cart.Cart.total", 10.0), ("shop.cart.Cart.add", 5.0),
             ("shop.pricing.apply_discount", 4.0), ("shop.pricing.round_money", 2.0),
         )
-        return tuple(replace(r, model_score=z) for r, z in zip(plain, log_odds, strict=True))
+        return tuple(
+            replace(r, model_score=z, log_odds=z) for r, z in zip(plain, log_odds, strict=True)
+        )
 
     def round_money(candidates: tuple[RankedCandidate, ...], **overrides: object) -> str:
         settings = Settings(slice_shape="value").with_overrides(**overrides)
@@ -335,6 +337,10 @@ def test_a_slice_in_doubt_shows_the_probable_bodies_whole(shop: Repo) -> None:
     assert round_money(order(1000.0, -2.0, -3.0, -3.0)) == "signature"
     # The most probable candidate need not be first (a rank fusion moves it).
     assert round_money(order(-2.0, -1.0, 0.0, -3.0)) == "signature"
+    # A third party's signal added to the model score moves the order, not the
+    # probability the slice reads: the model's own log-odds keep it in doubt.
+    lifted = tuple(replace(r, model_score=(r.model_score or 0.0) + 2.0) for r in doubtful)
+    assert round_money(lifted) == "whole"
 
 
 def test_in_doubt_a_ranked_body_the_line_floor_refused_is_weighed_too(shop: Repo) -> None:
@@ -346,8 +352,8 @@ def test_in_doubt_a_ranked_body_the_line_floor_refused_is_weighed_too(shop: Repo
             shop, ("shop.cart.Cart.total", 10.0), ("shop.cart.Cart.remove", 5.0),
             ("shop.pricing.apply_discount", 4.0),
         )
-        return tuple(replace(r, model_score=z) for r, z in zip(plain, (-1.0, remove, -3.0),
-                                                                strict=True))
+        return tuple(replace(r, model_score=z, log_odds=z)
+                     for r, z in zip(plain, (-1.0, remove, -3.0), strict=True))
 
     def entries(
         candidates: tuple[RankedCandidate, ...], **overrides: object
@@ -367,7 +373,7 @@ def test_in_doubt_a_ranked_body_the_line_floor_refused_is_weighed_too(shop: Repo
     # Under doubt_floor (p 0.018), trusted leaders (p 0.5), doubt off: left out.
     assert entries(order(-4.0)) == [total, discount]
     trusted = order(-2.0)
-    trusted = (replace(trusted[0], model_score=0.0), *trusted[1:])
+    trusted = (replace(trusted[0], model_score=0.0, log_odds=0.0), *trusted[1:])
     assert entries(trusted) == [total, discount]
     assert entries(order(-2.0), doubt_probability=0.0) == [total, discount]
 
@@ -377,7 +383,7 @@ def test_a_slice_in_doubt_shows_probable_siblings_from_past_top_k(shop: Repo) ->
         first_rank: int, *named: tuple[str, float]
     ) -> tuple[RankedCandidate, ...]:
         plain = ranked(shop, *((q, 1.0) for q, _ in named))
-        return tuple(replace(r, rank=r.rank + first_rank - 1, model_score=z)
+        return tuple(replace(r, rank=r.rank + first_rank - 1, model_score=z, log_odds=z)
                      for r, (_, z) in zip(plain, named, strict=True))
 
     # Leaders at p 0.27, 0.12, 0.05 (in doubt), in cart.py and pricing.py.
@@ -406,7 +412,7 @@ def test_a_slice_in_doubt_shows_probable_siblings_from_past_top_k(shop: Repo) ->
         ("shop.cart.Cart.remove", 4, "whole", [34, 35]),
     ]
     # Trusted leaders (p 0.5), doubt off, the floor at 1: none.
-    trusted = (replace(doubtful[0], model_score=0.0), *doubtful[1:])
+    trusted = (replace(doubtful[0], model_score=0.0, log_odds=0.0), *doubtful[1:])
     assert siblings(trusted) == []
     assert siblings(doubtful, doubt_probability=0.0) == []
     assert siblings(doubtful, doubt_pool_floor=1.0) == []
@@ -417,7 +423,8 @@ def test_a_slice_in_doubt_shows_probable_siblings_from_past_top_k(shop: Repo) ->
 def test_a_slice_in_doubt_shows_the_leading_files_head(shop: Repo) -> None:
     def scored(*named: tuple[str, float]) -> tuple[RankedCandidate, ...]:
         plain = ranked(shop, *((q, 1.0) for q, _ in named))
-        return tuple(replace(r, model_score=z) for r, (_, z) in zip(plain, named, strict=True))
+        return tuple(replace(r, model_score=z, log_odds=z)
+                     for r, (_, z) in zip(plain, named, strict=True))
 
     def head(
         leaders: tuple[RankedCandidate, ...], **overrides: object
@@ -454,7 +461,7 @@ def test_a_slice_in_doubt_shows_the_leading_files_head(shop: Repo) -> None:
         ("pruned", [4, 5, 6, 7]),
     ]
     # Trusted leaders (p 0.5), doubt off, the head off: none.
-    assert head((replace(doubtful[0], model_score=0.0), doubtful[1])) == []
+    assert head((replace(doubtful[0], model_score=0.0, log_odds=0.0), doubtful[1])) == []
     assert head(doubtful, doubt_probability=0.0) == []
     assert head(doubtful, doubt_head=False) == []
     # A budget with no room left for it after the leaders: none, and the

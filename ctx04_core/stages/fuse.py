@@ -162,9 +162,10 @@ def _learned(
         tuple((s.name, weights.get(s.name, s.weight) * s.values[i]) for s in unknown)
         for i in pool
     ]
+    log_odds = [model.score(row) for row in rows]
     model_scores = [
-        model.score(row) + sum(value for _, value in parts)
-        for row, parts in zip(rows, added, strict=True)
+        own + sum(value for _, value in parts)
+        for own, parts in zip(log_odds, added, strict=True)
     ]
     order = _by_score(model_scores, members)
     if model.rank_fusion is not None:
@@ -178,7 +179,7 @@ def _learned(
             largest = sorted(model.contributions(rows[j]) + added[j], key=lambda p: -abs(p[1]))
         ranked.append(RankedCandidate(
             candidates[i], rank, scores[i], tuple((s.name, s.values[i]) for s in chosen),
-            model_scores[j], tuple(largest[:CONTRIBUTIONS_KEPT]),
+            model_scores[j], tuple(largest[:CONTRIBUTIONS_KEPT]), log_odds[j],
         ))
     return ranked
 

@@ -59,7 +59,9 @@ do not grow: that would show bodies the score share refused.
 
 A slice in doubt shows more: when the learned order gives none of its
 candidates a probability of at least ``doubt_probability`` of holding a
-changed line, the ranked functions and methods with a probability of at
+changed line (the model's own, ``RankedCandidate.log_odds``: a signal the
+model does not read moves the order by its weight, which is no log-odds),
+the ranked functions and methods with a probability of at
 least ``doubt_floor`` are shown whole too, in rank order, last, when they
 fit; those the line floor below left out as well, in their rank's place and
 apart from the lines shown (the floor reads the task's words, and the
@@ -470,8 +472,8 @@ def _worth_whole(
 
 
 def _probability(item: RankedCandidate) -> float | None:
-    """The model's log-odds as a probability; None when no model ranked."""
-    return None if item.model_score is None else probability(item.model_score)
+    """The model's own log-odds as a probability; None when no model ranked."""
+    return None if item.log_odds is None else probability(item.log_odds)
 
 
 def _in_doubt(ranked: tuple[RankedCandidate, ...], settings: Settings) -> bool:
