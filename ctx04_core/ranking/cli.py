@@ -158,30 +158,28 @@ def train_command(
 def _write_fold_models(
     directory: Path, tasks: list[TaskRows], best: CrossValidation
 ) -> None:
-    """For each repository, ``best``'s learner fitted on the other repositories'
-    tasks, with ``best``'s rank fusion and calibration (the calibration reads
-    every fold's held-out scores, this one's too: two numbers, not a ranking)."""
-    from ctx04_core.ranking.fit import FITTERS, model_document
+    """For each repository, ``best``'s learner as its cross-validation fitted it
+    without that repository, with ``best``'s rank fusion and calibration (the
+    calibration reads every fold's held-out scores, this one's too: two
+    numbers, not a ranking)."""
+    from ctx04_core.ranking.fit import model_document
     from ctx04_core.ranking.model import fold_model_path
 
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         fail(f"--fold-models {directory}: cannot create it ({err.strerror})")
-    repos = sorted({t.repo for t in tasks})
-    with stderr.status("fitting the fold models") as status:
-        for done, repo in enumerate(repos):
-            status.update(f"fitting the fold models: {done + 1} of {len(repos)}, "
-                          f"{escape(repo)} left out")
-            kept = [t for t in tasks if t.repo != repo]
-            _, fitted = FITTERS[best.learner](kept)
-            document = model_document(
-                best.learner, fitted, best.rank_fusion, len(kept), best.calibration
-            )
-            fold_model_path(directory, repo).write_text(
-                json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8"
-            )
-    Console().print(f"fold models: {escape(str(directory))} ({len(repos)} repositories)")
+    for repo, fitted in best.fold_fits.items():
+        kept = sum(t.repo != repo for t in tasks)
+        document = model_document(
+            best.learner, fitted, best.rank_fusion, kept, best.calibration
+        )
+        fold_model_path(directory, repo).write_text(
+            json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8"
+        )
+    Console().print(
+        f"fold models: {escape(str(directory))} ({len(best.fold_fits)} repositories)"
+    )
 
 
 def _texts(datasets: list[Path]) -> tuple[dict[str, str], dict[str, str]]:

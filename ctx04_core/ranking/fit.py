@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
@@ -213,6 +213,9 @@ class CrossValidation:
     # The learner's held-out scores as log-odds of a changed line (None: weighted).
     calibration: Calibration | None = None
     reliability: Reliability | None = None  # how those log-odds read, held out
+    # Each fold's fit (by the repository it left out), for the fold models;
+    # empty for the weighted order, which fits nothing.
+    fold_fits: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def name(self) -> str:
@@ -351,6 +354,7 @@ def cross_validate(
         fusion: {} for fusion in fusions
     }
     held_out: list[tuple[list[float], list[bool]]] = []
+    fold_fits: dict[str, Any] = {}
     for done, repo in enumerate(sorted(by_repo)):
         if progress is not None:
             progress(done, len(by_repo), repo)
@@ -358,7 +362,7 @@ def cross_validate(
         if weighted:
             model_orders = [list(range(len(task.rows))) for task in held]
         else:
-            scorer, _ = FITTERS[learner]([t for t in tasks if t.repo != repo])
+            scorer, fold_fits[repo] = FITTERS[learner]([t for t in tasks if t.repo != repo])
             model_orders = []
             for task in held:
                 scores = scorer(task.rows)
@@ -386,7 +390,7 @@ def cross_validate(
             mean_metrics([m for values in per.values() for m in values.values()]),
             {repo: mean_metrics(list(values.values())) for repo, values in per.items()},
             {task: m for values in per.values() for task, m in values.items()},
-            calibration, trust,
+            calibration, trust, fold_fits,
         )
         for fusion, per in found.items()
     ]
