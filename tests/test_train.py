@@ -164,6 +164,9 @@ def test_fold_models_rank_each_training_task_held_out(
         (("--fold-models", tmp / "half"),
          f"--fold-models {tmp / 'half'}: no model for acme/shop (as acme__shop.json); write "
          "them with ctx04 train --fold-models on these tasks' pools"),
+        (("--fold-models", tmp / "nowhere"),
+         f"--fold-models {tmp / 'nowhere'}: no such folder; write it with ctx04 train "
+         "--fold-models"),
         (("--fold-models", folds, "--set", "fusion=weighted"),
          "--fold-models ranks with ctx04's learned fusion; drop --system or --set fusion"),
     ):

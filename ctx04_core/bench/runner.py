@@ -125,6 +125,9 @@ def _check_fold_models(
     if config.system != "ctx04" or config.settings.fusion != LEARNED:
         raise RunError("--fold-models ranks with ctx04's learned fusion; drop --system or "
                        "--set fusion")
+    if not directory.is_dir():
+        raise RunError(f"--fold-models {directory}: no such folder; write it with "
+                       "ctx04 train --fold-models")
     missing = sorted({
         instance.repo for instance in instances
         if not fold_model_path(directory, instance.repo).is_file()
