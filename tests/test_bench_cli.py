@@ -230,9 +230,13 @@ def test_compare(runs: Runs) -> None:
     assert done.returncode == 0, done.stderr
     assert "2 instances in both (only in A: 0, only in B: 0)" in done.stdout
     rows = table(done.stdout)
-    assert rows["function_acc@5"] == ["1.000", "1.000", "+0.000"]
-    assert rows["recall@1"] == ["0.667", "0.667", "+0.000"]
-    assert rows["tokens"] == ["140.0", "322.5", "+182.5"]
+    assert rows["function_acc@5"] == ["1.000", "1.000", "+0.000", "0 / 0"]
+    assert rows["recall@1"] == ["0.667", "0.667", "+0.000", "0 / 0"]
+    # bm25's slice is longer than ctx04's on both instances (140 -> 322.5 on average).
+    assert [r["tokens"] for r in records(runs.tmp / "ctx04.jsonl")] == [84, 196]
+    assert [r["tokens"] for r in records(runs.tmp / "bm25.jsonl")] == [355, 290]
+    assert rows["tokens"] == ["140.0", "322.5", "+182.5", "2 / 0"]
+    assert rows["seconds_p50"][-1] == "-"
 
 
 def test_eval_records_failures_and_goes_on(runs: Runs) -> None:

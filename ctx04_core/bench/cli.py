@@ -151,7 +151,9 @@ def eval_command(
 
     Example: ctx04 eval --dataset dev.jsonl --repos repos.json --limit 10 --out run.jsonl
 
-    With --compare A.jsonl B.jsonl: the two runs' summaries side by side.
+    With --compare A.jsonl B.jsonl: the two runs' summaries side by side,
+    and for each metric how many instances B scores above A and below it (a
+    mean that moves with one instance is one task, not a trend).
 
     When the dataset gives each task's language, the metrics are also shown
     per language (with --compare: each language's deltas B − A).
@@ -564,6 +566,7 @@ def _print_whole(table: Table, title: str) -> None:
 
 
 def _compare(a: Path, b: Path) -> None:
+    from ctx04_core.bench.compare import moved
     from ctx04_core.bench.metrics import METRICS, summarise, summarise_by_language
 
     paired = _paired(a, b)
@@ -577,21 +580,24 @@ def _compare(a: Path, b: Path) -> None:
         f"errored: A {first.errors}, B {second.errors}"
     )
     table = Table()
-    for column in ("metric", f"A {escape(a.name)}", f"B {escape(b.name)}", "Δ (B − A)"):
+    for column in ("metric", f"A {escape(a.name)}", f"B {escape(b.name)}", "Δ (B − A)",
+                   "instances up / down"):
         table.add_column(column, justify="left" if column == "metric" else "right")
     for metric in METRICS:
         x, y = first.means[metric], second.means[metric]
-        table.add_row(metric, _value(metric, x), _value(metric, y), _delta(metric, y - x))
+        up, down = moved(paired, metric)
+        table.add_row(metric, _value(metric, x), _value(metric, y), _delta(metric, y - x),
+                      f"{up} / {down}")
     for name in first.given_file:
         x_g, y_g = first.given_file[name], second.given_file[name]
         table.add_row(
             name, _value(name, x_g), _value(name, y_g),
-            _delta(name, None if x_g is None or y_g is None else y_g - x_g),
+            _delta(name, None if x_g is None or y_g is None else y_g - x_g), "-",
         )
     for (name, x_s), (_, y_s) in zip(_timing(first), _timing(second), strict=True):
         delta = None if x_s is None or y_s is None else y_s - x_s
         table.add_row(name, _seconds(x_s), _seconds(y_s),
-                      "-" if delta is None else f"{delta:+.2f}")
+                      "-" if delta is None else f"{delta:+.2f}", "-")
     console.print(table)
     first_by = summarise_by_language(paired.a)
     if first_by:

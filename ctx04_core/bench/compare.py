@@ -84,6 +84,15 @@ def pair(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> Paired:
     )
 
 
+def moved(paired: Paired, metric: str) -> tuple[int, int]:
+    """How many instances the second run scores above the first on ``metric``, and
+    how many below: whether a change of the mean is many instances or a few."""
+    pairs = [(x["metrics"][metric], y["metrics"][metric]) for x, y in zip(
+        paired.a, paired.b, strict=True
+    )]
+    return sum(y > x for x, y in pairs), sum(y < x for x, y in pairs)
+
+
 @dataclass(frozen=True)
 class Row:
     metric: str
