@@ -6,6 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ctx04_core.pipeline import Retrieval
+from ctx04_core.ranking.model import probability
 from ctx04_core.trace import (
     decision_call_json,
     manifest,
@@ -60,14 +61,19 @@ def retrieval_json(result: Retrieval) -> dict[str, Any]:
 
 
 def learned_json(ranked: RankedCandidate) -> dict[str, Any]:
-    """The score the learned fusion ranked a candidate by and its largest parts
-    (feature: contribution, largest first); nothing when the weighted fusion ranked."""
+    """The score the learned fusion ranked a candidate by, its largest parts
+    (feature: contribution, largest first) and the model's own probability
+    that it holds a changed line (what the slice reads); nothing when the
+    weighted fusion ranked."""
     if ranked.model_score is None:
         return {}
-    return {
+    found: dict[str, Any] = {
         "model_score": round(ranked.model_score, 6),
         "contributions": {name: round(value, 6) for name, value in ranked.contributions},
     }
+    if ranked.log_odds is not None:
+        found["probability"] = round(probability(ranked.log_odds), 6)
+    return found
 
 
 def door_json(result: Retrieval) -> dict[str, Any]:

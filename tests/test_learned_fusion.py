@@ -4,6 +4,7 @@ the fuse stage ranking by it."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -361,7 +362,15 @@ def test_the_json_shows_what_the_model_ranked_by(tmp_path: Path) -> None:
     assert list(learned[7]["contributions"].items()) == [
         ("bm25.value", learned[7]["signals"]["bm25"]), ("pin", 1.0),
     ]
-    assert not {"model_score", "contributions"} & {key for c in weighted for key in c}
+    # The probability the slice reads is the model's own: pin's 1.0 moves the
+    # order (model_score), not it.
+    for candidate in (second, learned[7]):
+        own = candidate["signals"]["bm25"]
+        assert candidate["probability"] == round(1 / (1 + math.exp(-own)), 6)
+    assert learned[7]["model_score"] == round(learned[7]["signals"]["bm25"] + 1.0, 6)
+    assert not {"model_score", "contributions", "probability"} & {
+        key for c in weighted for key in c
+    }
 
 
 def test_rank_fusion_meets_the_weighted_order() -> None:
