@@ -128,7 +128,7 @@ def train_command(
     document = model_document(
         best.learner, fitted, best.rank_fusion, len(tasks), best.calibration
     )
-    out.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    _write_model(out, document)
     if fold_models is not None:
         _write_fold_models(fold_models, tasks, best)
     by_split = {
@@ -174,12 +174,16 @@ def _write_fold_models(
         document = model_document(
             best.learner, fitted, best.rank_fusion, kept, best.calibration
         )
-        fold_model_path(directory, repo).write_text(
-            json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8"
-        )
+        _write_model(fold_model_path(directory, repo), document)
     Console().print(
         f"fold models: {escape(str(directory))} ({len(best.fold_fits)} repositories)"
     )
+
+
+def _write_model(path: Path, document: dict[str, Any]) -> None:
+    """A model file as `ctx04 train` writes every one: the same document gives
+    the same bytes."""
+    path.write_text(json.dumps(document, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def _texts(datasets: list[Path]) -> tuple[dict[str, str], dict[str, str]]:
