@@ -60,6 +60,20 @@ def test_command_line_options_are_search_terms() -> None:
     assert query.unresolved == ("--collect-only", "--dry-run")
 
 
+def test_a_kebab_case_name_resolves_to_its_pascal_case_definition() -> None:
+    # A linter's rule by its name, the way its users write it; the rule is
+    # the definition of exactly that name spelled as code. A spelling with
+    # no such definition, a path's part and an option are left as they were.
+    query = build_query(
+        "Rule yield-in-for-loop (UP028) flags src/mem-store/x.rs; also "
+        "unused-import-alias and --mem-store.",
+        names=NAMES | {"YieldInForLoop", "MemStore"},
+        settings=SETTINGS,
+    )
+    assert query.identifiers == ("YieldInForLoop",)
+    assert query.unresolved == ("--mem-store",)
+
+
 def test_resolution_order_and_latest_error() -> None:
     task, error = "only recall parse_args and QuerySet", "MemStore failed in models.QuerySet"
     spec = SETTINGS.with_overrides(drop_stopword_identifiers=False)

@@ -17,6 +17,11 @@ same query:
 * A command-line option (``--collect-only``) is a code-shaped term: the
   string a program's argument parser holds. Only lowercase ones: prose
   writes ``--To`` and ``--Note``.
+* A kebab-case name in prose (``yield-in-for-loop``, a linter's rule as its
+  users write it) resolves when a definition has exactly its PascalCase
+  spelling (``YieldInForLoop``), and is then searched as that name. Not by
+  prefix: ``constant_case`` as ``ConstantCaseFixer`` brought other code in
+  (docs/benchmarks.md, "names spelled as code").
 * Resolved identifiers are ordered most specific first (dotted, CamelCase,
   snake_case with ``_``, plain words), each group in first-seen order, so the
   cap drops the vaguest.
@@ -65,6 +70,8 @@ QUALIFIED = re.compile(
 CAMEL = re.compile(r"\b[A-Z][a-zA-Z0-9_]+\b|\b[a-z_][a-z0-9_]*[A-Z][a-zA-Z0-9_]*\b")
 SNAKE = re.compile(r"\b[a-z_][a-z0-9_]*\b")
 CLI_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9]*(?:-[a-z0-9]+)*")
+# A kebab-case name in prose: a linter's rule, a command, a setting.
+KEBAB = re.compile(r"(?<![\w/.-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![\w/-])")
 # A test id is a whitespace-delimited word with ``.py::`` inside it, or two
 # ``::`` apart (``tests/a.py::test_b``, ``a::b::c``).
 _PYTEST_ID = ".py::"
@@ -164,6 +171,7 @@ def _identifiers(
         found.extend((_DOTTED, m[m.lastgroup or 0]) for m in QUALIFIED.finditer(text))
         found.extend((_DOTTED, m.group()) for m in CLI_OPTION.finditer(text))
         found.extend((_CAMEL, m.group()) for m in CAMEL.finditer(text))
+        found.extend((_CAMEL, name) for name in _kebab_definitions(text, names))
         found.extend(
             (_SNAKE if "_" in m.group() else _WORD, m.group()) for m in SNAKE.finditer(text)
         )
@@ -176,6 +184,16 @@ def _identifiers(
         elif _code_shaped(group, term):
             unresolved.append(term)
     return resolved, unresolved
+
+
+def _kebab_definitions(text: str, names: Container[str]) -> Iterator[str]:
+    """The kebab-case names whose PascalCase spelling is a definition here: a
+    rule the task calls ``yield-in-for-loop`` is the ``YieldInForLoop`` it
+    means. Only an exact definition counts; a prefix named other code."""
+    for match in KEBAB.finditer(text):
+        pascal = "".join(part.capitalize() for part in match.group().split("-"))
+        if pascal in names:
+            yield pascal
 
 
 def _code_shaped(group: int, term: str) -> bool:
