@@ -121,12 +121,18 @@ def test_eval_ctx04(runs: Runs) -> None:
         assert re.fullmatch(r"\d+\.\d\d", rows[timing][0])
 
 
-def test_eval_records_the_learned_orders_model_score(runs: Runs) -> None:
+def learned(runs: Runs) -> Path:
+    """The records of a run ranked by the learned order (written once)."""
     out = runs.tmp / "learned.jsonl"
-    run = ctx04(runs.env, "eval", *dataset_args(runs.bench, runs.tmp), "--set", "fusion=learned",
-                "--out", out)
-    assert run.returncode == 0, run.stderr
-    first, _ = records(out)
+    if not out.exists():
+        run = ctx04(runs.env, "eval", *dataset_args(runs.bench, runs.tmp),
+                    "--set", "fusion=learned", "--out", out)
+        assert run.returncode == 0, run.stderr
+    return out
+
+
+def test_eval_records_the_learned_orders_model_score(runs: Runs) -> None:
+    first, _ = records(learned(runs))
     # The shipped model's log-odds, best first: divide, which holds the gold
     # line, the only candidate more likely than not to hold one.
     assert [(r["qualname"], r["model_score"]) for r in first["ranked"]] == [
@@ -135,8 +141,49 @@ def test_eval_records_the_learned_orders_model_score(runs: Runs) -> None:
         ("calc.ops.Stats.spread", -2.531521), ("calc.ops.Stats", -2.541108),
         ("calc.fmt.percent", -3.197539), ("calc.fmt.money", -4.100515),
     ]
+    # Beside it, the model's own probability, which the slice's doubt gate
+    # reads: divide's is 1 / (1 + e^0.368734), its score less the 2.0 the
+    # third-party pin plugin's signal adds to it (tests/plugins/ctx04_pin).
+    assert [r["probability"] for r in first["ranked"]][:2] == [0.408847, 0.100123]
     # The weighted fusion's records carry none.
     assert {r["model_score"] for r in records(runs.tmp / "ctx04.jsonl")[0]["ranked"]} == {None}
+    assert {r["probability"] for r in records(runs.tmp / "ctx04.jsonl")[0]["ranked"]} == {None}
+
+
+
+def test_compare_splits_line_recall_by_the_doubt_gate(runs: Runs) -> None:
+    before = learned(runs)
+    first, second = records(before)
+    # Both leaders clear the gate (0.35): neither slice is in doubt, and the
+    # first shows its gold line.
+    assert first["metrics"]["line_recall"] == 1.0
+    assert [max(r["probability"] for r in x["ranked"]) for x in (first, second)] == [
+        0.408847, 0.632397
+    ]
+    # A run in which the first task's leaders all fell under the gate and its
+    # slice lost the line, and the second task's slice lost half its lines.
+    dropped = first | {
+        "ranked": [r | {"probability": 0.2} for r in first["ranked"]],
+        "metrics": first["metrics"] | {"line_recall": 0.0},
+    }
+    halved = second | {"metrics": second["metrics"] | {
+        "line_recall": second["metrics"]["line_recall"] - 0.5
+    }}
+    after = runs.tmp / "doubt-b.jsonl"
+    after.write_text(json.dumps(dropped) + "\n" + json.dumps(halved) + "\n")
+    done = ctx04(runs.env, "eval", "--compare", before, after)
+    assert done.returncode == 0, done.stderr
+    assert ("line_recall Δ by the slice's doubt gate: -0.250 from the 1 instances whose slice "
+            "it decided alike, -0.500 from the 1 that crossed it (1 into doubt, 0 out)"
+            ) in " ".join(done.stdout.split())
+    # Records without the field (older runs) give no split.
+    old = runs.tmp / "doubt-old.jsonl"
+    old.write_text("".join(
+        json.dumps(r | {"ranked": [{k: v for k, v in c.items() if k != "probability"}
+                                   for c in r["ranked"]]}) + "\n"
+        for r in (first, second)
+    ))
+    assert "doubt gate" not in ctx04(runs.env, "eval", "--compare", old, after).stdout
 
 
 def test_eval_records_what_the_retrieval_reported_unavailable(runs: Runs) -> None:

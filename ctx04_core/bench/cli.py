@@ -566,7 +566,7 @@ def _print_whole(table: Table, title: str) -> None:
 
 
 def _compare(a: Path, b: Path) -> None:
-    from ctx04_core.bench.compare import moved
+    from ctx04_core.bench.compare import doubt_split, moved
     from ctx04_core.bench.metrics import METRICS, summarise, summarise_by_language
 
     paired = _paired(a, b)
@@ -599,6 +599,14 @@ def _compare(a: Path, b: Path) -> None:
         table.add_row(name, _seconds(x_s), _seconds(y_s),
                       "-" if delta is None else f"{delta:+.2f}", "-")
     console.print(table)
+    split = doubt_split(paired, "line_recall")
+    if split is not None:
+        console.print(
+            f"line_recall Δ by the slice's doubt gate: {split.kept_delta:+.3f} from the "
+            f"{split.kept} instances whose slice it decided alike, {split.crossed_delta:+.3f} "
+            f"from the {split.entered + split.left} that crossed it ({split.entered} into "
+            f"doubt, {split.left} out)"
+        )
     first_by = summarise_by_language(paired.a)
     if first_by:
         # Each pair is grouped under A's language, so both runs split alike.

@@ -93,6 +93,52 @@ def moved(paired: Paired, metric: str) -> tuple[int, int]:
     return sum(y > x for x, y in pairs), sum(y < x for x, y in pairs)
 
 
+def in_doubt(record: dict[str, Any]) -> bool | None:
+    """Whether the record's slice was in doubt, read as the prune reads it: the
+    learned order gave none of its candidates a probability of at least
+    ``doubt_probability``. None for a record whose candidates carry no
+    probability field (written before it was recorded)."""
+    ranked = record["ranked"]
+    if any("probability" not in r for r in ranked):
+        return None
+    known = [r["probability"] for r in ranked if r["probability"] is not None]
+    return bool(known) and max(known) < record["settings"]["doubt_probability"]
+
+
+@dataclass(frozen=True)
+class DoubtSplit:
+    """A metric's change of the mean, split by whether the slice's doubt gate
+    decided alike in both runs: a ranking change moves some leaders across
+    the gate, and a slice that leaves doubt shows far less, so a mean can
+    move on those few slices alone. The two parts add up to the change."""
+
+    kept: int  # instances whose slice was in doubt in both runs or in neither
+    kept_delta: float  # their share of the change of the mean
+    entered: int  # in doubt in the second run only
+    left: int  # in doubt in the first run only
+    crossed_delta: float  # the share of the change of the mean of those that crossed
+
+
+def doubt_split(paired: Paired, metric: str) -> DoubtSplit | None:
+    """``metric``'s change B − A split by the doubt gate; None when a record of
+    either run carries no probabilities."""
+    read = [(in_doubt(x), in_doubt(y)) for x, y in zip(paired.a, paired.b, strict=True)]
+    states = [(a, b) for a, b in read if a is not None and b is not None]
+    if not states or len(states) < len(read):
+        return None
+    n = len(states)
+    deltas = [y["metrics"][metric] - x["metrics"][metric] for x, y in zip(
+        paired.a, paired.b, strict=True
+    )]
+    kept = [d for d, (a, b) in zip(deltas, states, strict=True) if a == b]
+    return DoubtSplit(
+        kept=len(kept), kept_delta=sum(kept) / n,
+        entered=sum(b and not a for a, b in states),
+        left=sum(a and not b for a, b in states),
+        crossed_delta=(sum(deltas) - sum(kept)) / n,
+    )
+
+
 @dataclass(frozen=True)
 class Row:
     metric: str

@@ -108,6 +108,10 @@ class RankedItem:
     # log-odds that the candidate holds a changed line); None when the
     # weighted fusion or another system ranked.
     model_score: float | None = None
+    # The model's own probability that the candidate holds a changed line
+    # (from its log-odds, before any signal it does not read): what the
+    # slice's doubt gate reads. None when no model ranked the candidate.
+    probability: float | None = None
 
     @property
     def symbol(self) -> Symbol:
@@ -124,6 +128,7 @@ class RankedItem:
             "terms": list(self.terms),
             "hit_lines": list(self.hit_lines),
             "model_score": None if self.model_score is None else round(self.model_score, 6),
+            "probability": None if self.probability is None else round(self.probability, 6),
         }
 
 
