@@ -6,7 +6,7 @@ from dataclasses import asdict
 from typing import Any
 
 from ctx04_core.pipeline import Retrieval
-from ctx04_core.ranking.model import probability
+from ctx04_core.ranking.model import own_probability
 from ctx04_core.trace import (
     decision_call_json,
     manifest,
@@ -71,8 +71,9 @@ def learned_json(ranked: RankedCandidate) -> dict[str, Any]:
         "model_score": round(ranked.model_score, 6),
         "contributions": {name: round(value, 6) for name, value in ranked.contributions},
     }
-    if ranked.log_odds is not None:
-        found["probability"] = round(probability(ranked.log_odds), 6)
+    p = own_probability(ranked)
+    if p is not None:
+        found["probability"] = round(p, 6)
     return found
 
 

@@ -31,7 +31,7 @@ from typing import Any
 import pluggy
 
 from ctx04_core.bench.metrics import Answer, RankedItem, Shown
-from ctx04_core.ranking.model import probability
+from ctx04_core.ranking.model import own_probability
 from ctx04_core.settings import Settings
 from ctx04_core.stages.merge import RUN
 from ctx04_core.stages.prune import HEAD
@@ -69,7 +69,7 @@ def run_ctx04(task: str, root: Path, settings: Settings, pm: pluggy.PluginManage
             r.candidate.span.end_line, r.candidate.qualname, r.candidate.kind,
             r.rank in shown_ranks, r.score, r.signals, r.candidate.sources,
             r.candidate.terms, r.candidate.hit_lines, r.model_score,
-            None if r.log_odds is None else probability(r.log_odds),
+            own_probability(r),
         )
         for position, r in enumerate(order, 1)
     )

@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from ctx04_core.ranking.features import FEATURES
+from ctx04_core.types import RankedCandidate
 
 FORMAT = "ctx04-ranking-model"
 VERSION = 1
@@ -76,6 +77,13 @@ def probability(log_odds: float) -> float:
         return 1.0 / (1.0 + math.exp(-log_odds))
     odds = math.exp(log_odds)
     return odds / (1.0 + odds)
+
+
+def own_probability(ranked: RankedCandidate) -> float | None:
+    """The model's own probability that the candidate holds a changed line (its
+    ``log_odds``, not its ``model_score``, which other signals move): what the
+    slice's doubt gate reads. None when no model ranked the candidate."""
+    return None if ranked.log_odds is None else probability(ranked.log_odds)
 
 
 class ModelError(ValueError):

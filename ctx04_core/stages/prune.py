@@ -103,7 +103,7 @@ from collections.abc import Callable
 from ctx04_core.bm25 import idf, score, term_weights
 from ctx04_core.evidence import HEADER, KINDS, short_coverage
 from ctx04_core.hookspecs import hookimpl
-from ctx04_core.ranking.model import probability
+from ctx04_core.ranking.model import own_probability
 from ctx04_core.repository import Repo
 from ctx04_core.settings import SIGNATURES, Settings
 from ctx04_core.stages.assemble import render, utf8_bytes
@@ -471,16 +471,11 @@ def _worth_whole(
     )
 
 
-def _probability(item: RankedCandidate) -> float | None:
-    """The model's own log-odds as a probability; None when no model ranked."""
-    return None if item.log_odds is None else probability(item.log_odds)
-
-
 def _in_doubt(ranked: tuple[RankedCandidate, ...], settings: Settings) -> bool:
     """Whether the learned order gives no candidate a probability of holding a
     changed line of at least ``doubt_probability`` (its first is its most
     probable, unless a rank fusion moved it)."""
-    probabilities = [_probability(r) for r in ranked]
+    probabilities = [own_probability(r) for r in ranked]
     return bool(probabilities) and all(
         p is not None and p < settings.doubt_probability for p in probabilities
     )
@@ -492,7 +487,7 @@ def _worth_whole_in_doubt(shape: _Shapes, settings: Settings) -> bool:
 
 
 def _at_least(item: RankedCandidate, floor: float) -> bool:
-    p = _probability(item)
+    p = own_probability(item)
     return p is not None and p >= floor
 
 
