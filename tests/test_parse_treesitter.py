@@ -926,6 +926,43 @@ def test_a_macro_alone_on_its_line_between_statements_is_no_code() -> None:
     assert parsed.nodes[1].signature == "enum class color : uint32_t"
 
 
+def test_macros_standing_for_specifiers_are_no_type() -> None:
+    # Read as a type, FMT_CONSTEXPR made the constructor a broken declaration,
+    # and the struct ran on over every definition after it (fmt's format.h).
+    text = (
+        "template <typename Char> struct write_int_data {\n"
+        "  size_t size;\n"
+        "  FMT_CONSTEXPR write_int_data(int n, unsigned prefix)\n"
+        "      : size(prefix + n) {}\n"
+        "};\n"
+        "template <typename T, FMT_ENABLE_IF(std::is_integral<T>::value &&\n"
+        "                                    (sizeof(T) > 1))>\n"
+        "FMT_CONSTEXPR FMT_INLINE auto write(T value) -> int {\n"
+        "  return value;\n"
+        "}\n"
+        "class FMT_API format_error : public std::runtime_error {\n"
+        "  friend FMT_CONSTEXPR20 int compare(const int& a) { return a; }\n"
+        "};\n"
+        "YY_BUFFER_STATE yy_create_buffer(FILE *file, int size) { return 0; }\n"
+    )
+    parsed = parse("c", "include/fmt/format.h", text)
+
+    assert definitions(parsed) == [
+        ("include.fmt.format", "module", 1, 14),
+        ("include.fmt.format.write_int_data", "struct", 1, 5),
+        ("include.fmt.format.write_int_data.write_int_data", "method", 3, 4),
+        ("include.fmt.format.write", "function", 6, 10),
+        ("include.fmt.format.format_error", "class", 11, 13),
+        ("include.fmt.format.format_error.compare", "method", 12, 12),
+        ("include.fmt.format.yy_create_buffer", "function", 14, 14),
+    ]
+    assert parsed.error_lines == ()
+    assert parsed.nodes[3].signature == (
+        "template <typename T, FMT_ENABLE_IF(std::is_integral<T>::value && (sizeof(T) > 1))>"
+        " FMT_CONSTEXPR FMT_INLINE auto write(T value) -> int"
+    )
+
+
 @pytest.mark.parametrize(
     ("language", "path", "text", "names"),
     [
