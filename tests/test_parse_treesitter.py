@@ -900,67 +900,71 @@ def test_a_class_template_specialization_is_a_type_with_its_methods() -> None:
     ]
 
 
-def test_a_macro_alone_on_its_line_between_statements_is_no_code() -> None:
-    # Unexpanded, FMT_BEGIN_NAMESPACE ran into the enum: the file parsed as
-    # one function "print" spanning both definitions.
-    text = (
-        "#include <cstdint>\n"
-        "FMT_BEGIN_NAMESPACE\n"
-        "enum class color : uint32_t {\n"
-        "  red = 1,\n"
-        "  LAST_COLOR\n"
-        "};\n"
-        "FMT_NODISCARD\n"
-        "int print(int c) { return c; }\n"
-        "FMT_END_NAMESPACE\n"
-    )
-    parsed = parse("c", "include/color.h", text)
+# Unexpanded, FMT_BEGIN_NAMESPACE ran into the enum: the file parsed as one
+# function "print" spanning both definitions.
+_LONE_MACROS = (
+    "#include <cstdint>\n"
+    "FMT_BEGIN_NAMESPACE\n"
+    "enum class color : uint32_t {\n"
+    "  red = 1,\n"
+    "  LAST_COLOR\n"
+    "};\n"
+    "FMT_NODISCARD\n"
+    "int print(int c) { return c; }\n"
+    "FMT_END_NAMESPACE\n"
+)
+# Read as a type, FMT_CONSTEXPR made the constructor a broken declaration,
+# and the struct ran on over every definition after it (fmt's format.h). An
+# upper-case type before a name alone stays the type.
+_SPECIFIER_MACROS = (
+    "template <typename Char> struct write_int_data {\n"
+    "  size_t size;\n"
+    "  FMT_CONSTEXPR write_int_data(int n, unsigned prefix)\n"
+    "      : size(prefix + n) {}\n"
+    "};\n"
+    "template <typename T, FMT_ENABLE_IF(std::is_integral<T>::value &&\n"
+    "                                    (sizeof(T) > 1))>\n"
+    "FMT_CONSTEXPR FMT_INLINE auto write(T value) -> int {\n"
+    "  return value;\n"
+    "}\n"
+    "class FMT_API format_error : public std::runtime_error {\n"
+    "  friend FMT_CONSTEXPR20 int compare(const int& a) { return a; }\n"
+    "};\n"
+    "YY_BUFFER_STATE yy_create_buffer(FILE *file, int size) { return 0; }\n"
+)
 
-    assert definitions(parsed) == [
-        ("include.color", "module", 1, 9),
-        ("include.color.color", "enum", 3, 6),
-        ("include.color.print", "function", 8, 8),
-    ]
+
+@pytest.mark.parametrize(
+    ("path", "text", "expected", "signature"),
+    [
+        ("include/color.h", _LONE_MACROS, [
+            ("include.color", "module", 1, 9),
+            ("include.color.color", "enum", 3, 6),
+            ("include.color.print", "function", 8, 8),
+        ], (1, "enum class color : uint32_t")),
+        ("include/fmt/format.h", _SPECIFIER_MACROS, [
+            ("include.fmt.format", "module", 1, 14),
+            ("include.fmt.format.write_int_data", "struct", 1, 5),
+            ("include.fmt.format.write_int_data.write_int_data", "method", 3, 4),
+            ("include.fmt.format.write", "function", 6, 10),
+            ("include.fmt.format.format_error", "class", 11, 13),
+            ("include.fmt.format.format_error.compare", "method", 12, 12),
+            ("include.fmt.format.yy_create_buffer", "function", 14, 14),
+        ], (3, "template <typename T, FMT_ENABLE_IF(std::is_integral<T>::value && "
+               "(sizeof(T) > 1))> FMT_CONSTEXPR FMT_INLINE auto write(T value) -> int")),
+    ],
+    ids=["alone on a line", "standing for specifiers"],
+)
+def test_macros_are_no_code(
+    path: str, text: str, expected: list[tuple[str, str, int, int]], signature: tuple[int, str]
+) -> None:
+    parsed = parse("c", path, text)
+
+    assert definitions(parsed) == expected
     assert parsed.error_lines == ()
     # The signature is the file's text: nothing blanked shows.
-    assert parsed.nodes[1].signature == "enum class color : uint32_t"
-
-
-def test_macros_standing_for_specifiers_are_no_type() -> None:
-    # Read as a type, FMT_CONSTEXPR made the constructor a broken declaration,
-    # and the struct ran on over every definition after it (fmt's format.h).
-    text = (
-        "template <typename Char> struct write_int_data {\n"
-        "  size_t size;\n"
-        "  FMT_CONSTEXPR write_int_data(int n, unsigned prefix)\n"
-        "      : size(prefix + n) {}\n"
-        "};\n"
-        "template <typename T, FMT_ENABLE_IF(std::is_integral<T>::value &&\n"
-        "                                    (sizeof(T) > 1))>\n"
-        "FMT_CONSTEXPR FMT_INLINE auto write(T value) -> int {\n"
-        "  return value;\n"
-        "}\n"
-        "class FMT_API format_error : public std::runtime_error {\n"
-        "  friend FMT_CONSTEXPR20 int compare(const int& a) { return a; }\n"
-        "};\n"
-        "YY_BUFFER_STATE yy_create_buffer(FILE *file, int size) { return 0; }\n"
-    )
-    parsed = parse("c", "include/fmt/format.h", text)
-
-    assert definitions(parsed) == [
-        ("include.fmt.format", "module", 1, 14),
-        ("include.fmt.format.write_int_data", "struct", 1, 5),
-        ("include.fmt.format.write_int_data.write_int_data", "method", 3, 4),
-        ("include.fmt.format.write", "function", 6, 10),
-        ("include.fmt.format.format_error", "class", 11, 13),
-        ("include.fmt.format.format_error.compare", "method", 12, 12),
-        ("include.fmt.format.yy_create_buffer", "function", 14, 14),
-    ]
-    assert parsed.error_lines == ()
-    assert parsed.nodes[3].signature == (
-        "template <typename T, FMT_ENABLE_IF(std::is_integral<T>::value && (sizeof(T) > 1))>"
-        " FMT_CONSTEXPR FMT_INLINE auto write(T value) -> int"
-    )
+    node, shown = signature
+    assert parsed.nodes[node].signature == shown
 
 
 @pytest.mark.parametrize(
