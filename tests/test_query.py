@@ -57,13 +57,24 @@ def test_command_line_options_are_search_terms() -> None:
         names=NAMES,
         settings=SETTINGS,
     )
-    assert query.unresolved == ("--collect-only", "--dry-run")
+    # Code reads an option of several words by its name spelled as code.
+    assert query.unresolved == (
+        "--collect-only", "--dry-run", "collectOnly", "dryRun", "collect_only", "dry_run"
+    )
+    resolving = build_query(
+        "Exit status is wrong with --display-only-correctable and --seq.",
+        names=NAMES | {"display_only_correctable"},
+        settings=SETTINGS,
+    )
+    assert resolving.identifiers == ("display_only_correctable",)
+    assert resolving.unresolved == ("--display-only-correctable", "--seq", "displayOnlyCorrectable")
 
 
 def test_a_kebab_case_name_resolves_to_its_pascal_case_definition() -> None:
     # A linter's rule by its name, the way its users write it; the rule is
     # the definition of exactly that name spelled as code. A spelling with
-    # no such definition, a path's part and an option are left as they were.
+    # no such definition and a path's part are left as they were; an option
+    # is searched as written and as code spells it, never as a PascalCase name.
     query = build_query(
         "Rule yield-in-for-loop (UP028) flags src/mem-store/x.rs; also "
         "unused-import-alias and --mem-store.",
@@ -71,7 +82,7 @@ def test_a_kebab_case_name_resolves_to_its_pascal_case_definition() -> None:
         settings=SETTINGS,
     )
     assert query.identifiers == ("YieldInForLoop",)
-    assert query.unresolved == ("--mem-store",)
+    assert query.unresolved == ("--mem-store", "memStore", "mem_store")
 
 
 def test_resolution_order_and_latest_error() -> None:

@@ -16,7 +16,10 @@ same query:
   Otherwise every capitalised or plain English word would be searched for.
 * A command-line option (``--collect-only``) is a code-shaped term: the
   string a program's argument parser holds. Only lowercase ones: prose
-  writes ``--To`` and ``--Note``.
+  writes ``--To`` and ``--Note``. An option of several words is also the
+  names code reads it by, ``collect_only`` (an argparse dest, a Ruby
+  symbol, a Rust field) and ``collectOnly`` (Java, JavaScript, Go): the
+  parser's file is rarely the one to change.
 * A kebab-case name in prose (``yield-in-for-loop``, a linter's rule as its
   users write it) resolves when a definition has exactly its PascalCase
   spelling (``YieldInForLoop``), and is then searched as that name. Not by
@@ -169,7 +172,9 @@ def _identifiers(
             if term.rsplit(".", 1)[1] not in extensions:
                 found.append((_DOTTED, term))
         found.extend((_DOTTED, m[m.lastgroup or 0]) for m in QUALIFIED.finditer(text))
-        found.extend((_DOTTED, m.group()) for m in CLI_OPTION.finditer(text))
+        for option in CLI_OPTION.finditer(text):
+            found.append((_DOTTED, option.group()))
+            found.extend(_option_spellings(option.group()))
         found.extend((_CAMEL, m.group()) for m in CAMEL.finditer(text))
         found.extend((_CAMEL, name) for name in _kebab_definitions(text, names))
         found.extend(
@@ -184,6 +189,14 @@ def _identifiers(
         elif _code_shaped(group, term):
             unresolved.append(term)
     return resolved, unresolved
+
+
+def _option_spellings(option: str) -> Iterator[tuple[int, str]]:
+    """An option of several words as code names it, snake- and camel-case."""
+    words = option.lstrip("-").split("-")
+    if len(words) > 1:
+        yield _SNAKE, "_".join(words)
+        yield _CAMEL, words[0] + "".join(word.capitalize() for word in words[1:])
 
 
 def _kebab_definitions(text: str, names: Container[str]) -> Iterator[str]:
