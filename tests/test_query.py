@@ -68,6 +68,14 @@ def test_command_line_options_are_search_terms() -> None:
     )
     assert resolving.identifiers == ("display_only_correctable",)
     assert resolving.unresolved == ("--display-only-correctable", "--seq", "displayOnlyCorrectable")
+    # A pasted command line names every option it ran with: searched as
+    # written, not spelled as code.
+    pasted = build_query(
+        "Formats are missing.\n```\n$ yt-dlp --list-formats --no-config URL\n```\n",
+        names=NAMES,
+        settings=SETTINGS,
+    )
+    assert pasted.unresolved == ("--list-formats", "--no-config")
 
 
 def test_a_kebab_case_name_resolves_to_its_pascal_case_definition() -> None:

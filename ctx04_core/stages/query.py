@@ -19,7 +19,9 @@ same query:
   writes ``--To`` and ``--Note``. An option of several words is also the
   names code reads it by, ``collect_only`` (an argparse dest, a Ruby
   symbol, a Rust field) and ``collectOnly`` (Java, JavaScript, Go): the
-  parser's file is rarely the one to change.
+  parser's file is rarely the one to change. Only where the prose names it:
+  inside a fenced code block it is the pasted command line's or log's, which
+  names every option the reporter ran with.
 * A kebab-case name in prose (``yield-in-for-loop``, a linter's rule as its
   users write it) resolves when a definition has exactly its PascalCase
   spelling (``YieldInForLoop``), and is then searched as that name. Not by
@@ -80,6 +82,9 @@ KEBAB = re.compile(r"(?<![\w/.-])[a-z][a-z0-9]*(?:-[a-z0-9]+)+(?![\w/-])")
 _PYTEST_ID = ".py::"
 _SCOPE = "::"
 # A quote that opens or closes a word (``don't``) is an apostrophe, not a quote.
+# A fenced code block: a pasted command line or log names every option it
+# ran with, not the one the task is about.
+FENCED_CODE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
 QUOTED = re.compile(r"""(?<!\w)'([^'\n]+)'(?!\w)|(?<!\w)"([^"\n]+)"(?!\w)""")
 ERROR_LINE = re.compile(r"Error:|Exception:|Traceback|assert")
 _CAPITAL = re.compile("[A-Z]")
@@ -172,8 +177,8 @@ def _identifiers(
             if term.rsplit(".", 1)[1] not in extensions:
                 found.append((_DOTTED, term))
         found.extend((_DOTTED, m[m.lastgroup or 0]) for m in QUALIFIED.finditer(text))
-        for option in CLI_OPTION.finditer(text):
-            found.append((_DOTTED, option.group()))
+        found.extend((_DOTTED, m.group()) for m in CLI_OPTION.finditer(text))
+        for option in CLI_OPTION.finditer(FENCED_CODE.sub(" ", text)):
             found.extend(_option_spellings(option.group()))
         found.extend((_CAMEL, m.group()) for m in CAMEL.finditer(text))
         found.extend((_CAMEL, name) for name in _kebab_definitions(text, names))
