@@ -225,13 +225,15 @@ def retrieve_in(
     started: float,
 ) -> Retrieval:
     """Query and run the stages over an opened, refreshed repository (the task checked)."""
+    defined = workspace.index.defined()
     query = build_query(
         task,
         latest_error=latest_error,
         repro_target=test,
-        names=workspace.index.defined(),
+        names=defined,
         settings=settings,
         extensions=extensions_of(workspace.index.paths()),
+        respelled=defined.respelled,
     )
     stages = run_stages(pm, query, workspace, settings, notes)
     return Retrieval(

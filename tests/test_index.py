@@ -24,6 +24,7 @@ from ctx04_core.index import CodeIndex, IndexUnavailable, RefreshStats, opening,
 from ctx04_core.index import refresh as refresh_module
 from ctx04_core.plugins import plugin_manager
 from ctx04_core.settings import Settings
+from ctx04_core.stages.query import build_query
 from ctx04_core.types import Edge, Node, NodeValues, ParsedFile, Span
 
 GLOBS = ("*.py",)
@@ -332,6 +333,15 @@ def test_read_api(index: CodeIndex, pm: pluggy.PluginManager) -> None:
     assert [w for w in words if w in index.defined(lower=True)] == [
         "memstore", "remember", "qx"
     ]
+    # A name written in another case is the one definition of that spelling,
+    # its first letter kept: "memStore" would be a variable of that type, and
+    # a module is no definition.
+    respelled = index.defined().respelled
+    assert [respelled(w) for w in ("Memstore", "MEMSTORE", "memStore", "Qx", "Store", "Nothing")] \
+        == ["MemStore", "MemStore", None, None, None, None]
+    query = build_query("MEMStore forgets; Memstore.Remember too", names=index.defined(),
+                        settings=Settings(), respelled=respelled)
+    assert (query.identifiers, query.unresolved) == (("MemStore",), ("Memstore.Remember",))
     assert index.lookup("remember") == [REMEMBER]
     assert index.lookup("MemStore.remember") == [REMEMBER]
     assert index.lookup("pkg.store.MemStore.remember") == [REMEMBER]

@@ -83,6 +83,19 @@ class DefinedNames(Container[str]):
             self._known[name] = found
         return found
 
+    def respelled(self, name: str) -> str | None:
+        """The one name defined here that is ``name`` but for its letters' case
+        after the first (``JsonField`` is ``JSONField``), if there is one. A
+        different first letter is another thing: ``compilationUnit`` is a
+        variable of type ``CompilationUnit``."""
+        rows = self._conn.execute(
+            "SELECT DISTINCT name FROM nodes WHERE name = ? COLLATE NOCASE AND kind != 'module' "
+            "LIMIT 2", (name,),
+        ).fetchall()
+        if len(rows) != 1 or rows[0][0][:1] != name[:1]:
+            return None
+        return str(rows[0][0])
+
 
 class IndexQueries:
     """The questions the stages ask of the index, answered from ``conn``."""

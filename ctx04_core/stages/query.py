@@ -27,6 +27,12 @@ same query:
   spelling (``YieldInForLoop``), and is then searched as that name. Not by
   prefix: ``constant_case`` as ``ConstantCaseFixer`` brought other code in
   (docs/benchmarks.md, "names spelled as code").
+* A CamelCase name that no definition has, but one definition has in
+  another case with the same first letter (``JsonField`` for ``JSONField``,
+  ``RelPermaLink`` for ``RelPermalink``), resolves as that definition: a
+  reporter's slip of case. Not ``compilationUnit`` for ``CompilationUnit``
+  (a variable named after its type), nor a snake-case word (``_base``, a
+  module's name, for a class ``_Base``).
 * Resolved identifiers are ordered most specific first (dotted, CamelCase,
   snake_case with ``_``, plain words), each group in first-seen order, so the
   cap drops the vaguest.
@@ -40,7 +46,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator
 
 from ctx04_core.settings import Settings
 from ctx04_core.text import QUALIFIER, STOPWORDS, simple_name
@@ -108,12 +114,14 @@ def build_query(
     names: Container[str],
     settings: Settings,
     extensions: frozenset[str] = frozenset(),
+    respelled: Callable[[str], str | None] = lambda _name: None,
 ) -> Query:
     """The query of a task; ``extensions`` adds to :data:`EXTENSIONS` those of
-    the repository's files."""
+    the repository's files; ``respelled`` gives the defined name a name not
+    defined is, but for letter case (the index's ``DefinedNames.respelled``)."""
     texts = [task_text] if latest_error is None else [task_text, latest_error]
     known = EXTENSIONS | extensions
-    identifiers, unresolved = _identifiers(texts, names, known)
+    identifiers, unresolved = _identifiers(texts, names, known, respelled)
     if settings.drop_stopword_identifiers:
         # "a", "t" and "the" name a function somewhere in most large repositories;
         # as identifiers they only add noise to every stage that uses them.
@@ -168,7 +176,10 @@ def _file_path(extensions: frozenset[str]) -> re.Pattern[str]:
 
 
 def _identifiers(
-    texts: list[str], names: Container[str], extensions: frozenset[str]
+    texts: list[str],
+    names: Container[str],
+    extensions: frozenset[str],
+    respelled: Callable[[str], str | None],
 ) -> tuple[list[str], list[str]]:
     found: list[tuple[int, str]] = []
     for text in texts:
@@ -191,7 +202,11 @@ def _identifiers(
     for group, term in found:
         if simple_name(term) in names:
             resolved.append(term)
-        elif _code_shaped(group, term):
+        elif not _code_shaped(group, term):
+            continue
+        elif group == _CAMEL and (spelled := respelled(term)) is not None:
+            resolved.append(spelled)
+        else:
             unresolved.append(term)
     return resolved, unresolved
 
