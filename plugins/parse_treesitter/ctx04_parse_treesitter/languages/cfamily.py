@@ -24,13 +24,15 @@ or struct of the file; after ``class`` or ``struct``, any name). tree-sitter
 reads the macro as the type and the real type as the name; in fmt's format.h
 88 of 320 functions broke, and one struct swallowed 800 lines of them.
 An upper-case type followed by a name alone (``YY_BUFFER_STATE
-yy_create_buffer(...)``, ``YY_CHAR c;``) stays: it is the type. In C++, a macro call as a template
-parameter (``template <typename T, FMT_ENABLE_IF(cond)>``, an enable_if in
-disguise) is read as the unnamed parameter ``int``.
+yy_create_buffer(...)``, ``YY_CHAR c;``) stays: it is the type. In C++, a
+macro call as a template parameter (``template <typename T,
+FMT_ENABLE_IF(cond)>``, an enable_if in disguise) is read as the unnamed
+parameter ``int``.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 
 from ctx04_parse_treesitter.engine import Dialect, kinds
@@ -85,11 +87,15 @@ def _without_lone_macros(data: bytes) -> bytes:
             statement_may_start = (
                 code.endswith(_STATEMENT_ENDS) or _COMMENT_OR_DIRECTIVE.match(code) is not None
             )
-    return _without_specifier_macros(b"".join(lines))
+    return b"".join(lines)
 
 
 def _without_specifier_macros(data: bytes) -> bytes:
-    class_names = frozenset(_CLASS_NAME.findall(data))
+    @functools.cache
+    def class_names() -> frozenset[bytes]:
+        # Read only for a macro before a name and "(": most files have none.
+        return frozenset(_CLASS_NAME.findall(data))
+
     parsed = bytearray(data)
     for found in _MACRO_RUN.finditer(data):
         line_start = data.rfind(b"\n", 0, found.start()) + 1
@@ -101,14 +107,13 @@ def _without_specifier_macros(data: bytes) -> bytes:
         )
         if after_type_keyword or (
             at_declaration_start
-            and (found["type_then_name"] is not None or found["name"] in class_names)
+            and (found["type_then_name"] is not None or found["name"] in class_names())
         ):
             parsed[found.start(1) : found.end(1)] = _blank(found[1])
     return bytes(parsed)
 
 
 def _without_template_parameter_macros(data: bytes) -> bytes:
-    data = _without_lone_macros(data)
     parsed = bytearray(data)
     for found in _MACRO_CALL_AFTER_BRACKET_OR_COMMA.finditer(data):
         if not _inside_template_head(data, found.start()):
@@ -141,6 +146,14 @@ def _closing_parenthesis(data: bytes, after_open: int) -> int | None:
     return None
 
 
+def _c_parsed(data: bytes) -> bytes:
+    return _without_specifier_macros(_without_lone_macros(data))
+
+
+def _cpp_parsed(data: bytes) -> bytes:
+    return _without_template_parameter_macros(_c_parsed(data))
+
+
 _DECLARATORS = frozenset({
     "function_declarator", "pointer_declarator", "parenthesized_declarator",
     "attributed_declarator",
@@ -162,7 +175,7 @@ C = Dialect(
     kind_of_type_field=frozenset({"type_definition"}),
     needs_body=frozenset({"struct_specifier", "union_specifier", "enum_specifier"}),
     lift={"function_declarator": ("function_definition", _DECLARATORS)},
-    parsed_bytes=_without_lone_macros,
+    parsed_bytes=_c_parsed,
 )
 
 CPP = Dialect(
@@ -176,5 +189,5 @@ CPP = Dialect(
     needs_body=C.needs_body | {"class_specifier"},
     lift={"function_declarator": ("function_definition", _DECLARATORS | {"reference_declarator"})},
     wrappers=frozenset({"template_declaration"}),
-    parsed_bytes=_without_template_parameter_macros,
+    parsed_bytes=_cpp_parsed,
 )
