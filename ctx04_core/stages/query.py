@@ -216,7 +216,7 @@ def _option_spellings(option: str) -> Iterator[tuple[int, str]]:
     words = option.lstrip("-").split("-")
     if len(words) > 1:
         yield _SNAKE, "_".join(words)
-        yield _CAMEL, words[0] + "".join(word.capitalize() for word in words[1:])
+        yield _CAMEL, words[0] + _pascal(words[1:])
 
 
 def _kebab_definitions(text: str, names: Container[str]) -> Iterator[str]:
@@ -224,9 +224,13 @@ def _kebab_definitions(text: str, names: Container[str]) -> Iterator[str]:
     rule the task calls ``yield-in-for-loop`` is the ``YieldInForLoop`` it
     means. Only an exact definition counts; a prefix named other code."""
     for match in KEBAB.finditer(text):
-        pascal = "".join(part.capitalize() for part in match.group().split("-"))
+        pascal = _pascal(match.group().split("-"))
         if pascal in names:
             yield pascal
+
+
+def _pascal(words: Iterable[str]) -> str:
+    return "".join(word.capitalize() for word in words)
 
 
 def _code_shaped(group: int, term: str) -> bool:
