@@ -73,6 +73,7 @@ class DefinedNames(Container[str]):
         collate = " COLLATE NOCASE" if lower else ""
         self._sql = f"SELECT 1 FROM nodes WHERE name{collate} = ? AND kind != 'module' LIMIT 1"
         self._known: dict[str, bool] = {}
+        self._respelled: dict[str, str | None] = {}
 
     def __contains__(self, name: object) -> bool:
         if not isinstance(name, str) or (self._lower and name != name.lower()):
@@ -87,14 +88,16 @@ class DefinedNames(Container[str]):
         """The one name defined here that is ``name`` but for its letters' case
         after the first (``JsonField`` is ``JSONField``), if there is one. A
         different first letter is another thing: ``compilationUnit`` is a
-        variable of type ``CompilationUnit``."""
-        rows = self._conn.execute(
-            "SELECT DISTINCT name FROM nodes WHERE name = ? COLLATE NOCASE AND kind != 'module' "
-            "LIMIT 2", (name,),
-        ).fetchall()
-        if len(rows) != 1 or rows[0][0][:1] != name[:1]:
-            return None
-        return str(rows[0][0])
+        variable of type ``CompilationUnit``. Asked once per name, as ``in`` is:
+        a query asks it at each mention of the name."""
+        if name not in self._respelled:
+            rows = self._conn.execute(
+                "SELECT DISTINCT name FROM nodes WHERE name = ? COLLATE NOCASE "
+                "AND kind != 'module' LIMIT 2", (name,),
+            ).fetchall()
+            one = len(rows) == 1 and rows[0][0][:1] == name[:1]
+            self._respelled[name] = str(rows[0][0]) if one else None
+        return self._respelled[name]
 
 
 class IndexQueries:
