@@ -77,7 +77,7 @@ def test_the_json_is_the_documented_schema(shop: Path) -> None:
     signals = first["signals"]
     assert list(signals) == [
         "auxiliary", "bm25", "definition", "history", "history_definition", "meaning",
-        "neighbour", "path", "pin", "pointed_at",
+        "neighbour", "path", "pin", "pointed_at", "title",
     ]
     assert (signals["auxiliary"], signals["pointed_at"], signals["pin"]) == (0.0, 0.0, 0.0)
     assert first["score"] == pytest.approx(

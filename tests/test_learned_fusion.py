@@ -313,7 +313,8 @@ def test_the_learned_fusion_ranks_a_retrieval(tmp_path: Path) -> None:
         signals = dict(ranked.signals)
         assert ranked.model_score == signals["bm25"] + signals["pin"]
         assert ranked.contributions == tuple(sorted(
-            [("bm25.value", signals["bm25"]), ("pin", signals["pin"])],
+            [("bm25.value", signals["bm25"]), ("pin", signals["pin"]),
+             ("title", 2.0 * signals["title"])],
             key=lambda part: -abs(part[1]),
         ))
     assert dict(learned.candidates[7].signals)["pin"] == 1.0
@@ -358,9 +359,11 @@ def test_the_json_shows_what_the_model_ranked_by(tmp_path: Path) -> None:
     second = learned[1]
     assert second["qualname"] == "tests.test_cart.test_total_with_coupon"
     assert second["model_score"] == second["signals"]["bm25"]
-    assert second["contributions"] == {"bm25.value": second["signals"]["bm25"], "pin": 0.0}
+    assert second["contributions"] == {
+        "bm25.value": second["signals"]["bm25"], "pin": 0.0, "title": 0.0,
+    }
     assert list(learned[7]["contributions"].items()) == [
-        ("bm25.value", learned[7]["signals"]["bm25"]), ("pin", 1.0),
+        ("bm25.value", learned[7]["signals"]["bm25"]), ("pin", 1.0), ("title", 0.0),
     ]
     # The probability the slice reads is the model's own: pin's 1.0 moves the
     # order (model_score), not it.

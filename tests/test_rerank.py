@@ -16,14 +16,14 @@ from ctx04_core.settings import Settings, SettingsError
 from ctx04_core.stages.fuse import fuse
 from ctx04_core.stages.query import build_query
 from ctx04_core.stages.regions import own_lines
-from ctx04_core.stages.rerank import signals
+from ctx04_core.stages.rerank import signals, title_tag
 from ctx04_core.types import Candidate, Query, RankedCandidate, Signal, Span
 
 OpenRepo = Callable[[dict[str, str | bytes]], Repo]
 # The plain §3.4 score: idf over the candidates, no evidence beside BM25.
 SPEC = Settings(
     repository_idf=False, definition_boost=0.0, auxiliary_weight=1.0, location_boost=0.0,
-    path_boost=0.0,
+    path_boost=0.0, title_boost=0.0,
     goal_weight=1.0,
 )
 
@@ -226,7 +226,10 @@ def test_the_spec_score_puts_the_test_second(open_repo: OpenRepo) -> None:
     # pkg/parse.py's path words are pkg and parse, pkg/other.py's pkg and other.
     ("Parses drop the seconds. parse_time is wrong.", {"path_boost": 1.0},
      {"pkg.parse.parse_time": 2.0, "pkg.other.parse_time": 1.0}),
-], ids=["auxiliary", "definition", "goal", "path"])
+    # The title is tagged with pkg/other.py's stem; pkg/parse.py is not it.
+    ("[Other] parse_time drops the seconds", {"title_boost": 1.0},
+     {"pkg.other.parse_time": 2.0, "pkg.parse.parse_time": 1.0}),
+], ids=["auxiliary", "definition", "goal", "path", "title"])
 def test_evidence_multiplies_the_scores_it_concerns(
     open_repo: OpenRepo, task: str, setting: dict[str, float], factors: dict[str, float]
 ) -> None:
@@ -234,6 +237,22 @@ def test_evidence_multiplies_the_scores_it_concerns(
     plain = dict(ranked_names(repo, task))
     weighted = dict(ranked_names(repo, task, **setting))
     assert {name: weighted[name] / plain[name] for name in factors} == pytest.approx(factors)
+
+
+@pytest.mark.parametrize(("task", "tag"), [
+    ("[Chaturbate] Consider using the API", "chaturbate"),
+    ("spankbang - 403 Forbidden errors", "spankbang"),
+    ("  date-utils: parse fails on leap days", "date_utils"),
+    ("Fix: [x] is wrong", "fix"),
+    ("fmt::join drops the format spec", None),
+    ("parse_date splits on dashes", None),
+    ("[Feature request] more formats", None),
+    ("a: b", None),
+])
+def test_the_title_tag_is_the_leading_bracket_or_word_before_a_colon_or_dash(
+    task: str, tag: str | None
+) -> None:
+    assert title_tag(task) == tag
 
 
 def test_a_place_the_task_points_at_counts_more(open_repo: OpenRepo) -> None:

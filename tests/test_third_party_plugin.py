@@ -102,6 +102,6 @@ def test_its_signal_stacks_with_the_bundled_ones(tmp_path: Path) -> None:
     assert dict(by_name["billing.invoice_total"].signals)["pin"] == 0.0
     assert [name for name, _ in by_name["billing.tax_rate"].signals] == [
         "auxiliary", "bm25", "definition", "history", "history_definition", "meaning",
-        "neighbour", "path", "pin", "pointed_at",
+        "neighbour", "path", "pin", "pointed_at", "title",
     ]
     assert "pin" not in dict(retrieve(task, root, disable=["pin"]).candidates[0].signals)

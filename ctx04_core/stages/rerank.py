@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from functools import partial
 
@@ -46,7 +47,9 @@ def signals(
     number); a place the task points at, a stack frame or a link to its lines
     (``pointed_at``); a file whose path names what the goal sentence is about
     (``path``); tests, docs, examples and benchmarks, rarely what a change
-    edits (``auxiliary``, weight ``auxiliary_weight - 1``).
+    edits (``auxiliary``, weight ``auxiliary_weight - 1``); a file the
+    title's tag names (``title``, weight ``title_boost``: see
+    :func:`title_tag`).
     """
     docs = [
         memo.get(OWNER, (c.span, c.qualname), partial(_own_tokens, c, repo)) for c in candidates
@@ -59,6 +62,7 @@ def signals(
         scores = bm25_scores(weights, docs, settings.bm25_k1, settings.bm25_b)
     rarity = memo.get(OWNER, "rarity", partial(definition_rarity, query, repo))
     goal = _words(query.goal_hint) - STOPWORDS
+    tag = title_tag(query.task_text)
 
     def each(value: Callable[[Candidate], float]) -> tuple[float, ...]:
         return tuple(value(c) for c in candidates)
@@ -72,7 +76,35 @@ def signals(
                settings.path_boost, "scale"),
         Signal("auxiliary", each(lambda c: float(is_auxiliary_path(c.span.path))),
                settings.auxiliary_weight - 1, "scale"),
+        Signal("title", each(lambda c: float(tag is not None and _stem(c.span.path) == tag)),
+               settings.title_boost, "scale"),
     ]
+
+
+# A report's first line led by the component it is about: ``[Chaturbate] ...``,
+# ``spankbang - 403 Forbidden``, ``skipping: ...``; not a scope (``fmt::join``).
+_TITLE_TAG = re.compile(
+    r"\s*(?:\[(?P<bracket>[^\]\s]{2,40})\]|(?P<word>[A-Za-z][\w.-]{1,40})\s*(?::(?!:)|\s-\s))"
+)
+
+
+def title_tag(task_text: str) -> str | None:
+    """The word a report's title is tagged with, as a file stem is compared
+    (lower case, ``-`` as ``_``), or None. Every candidate of a file of that
+    stem is boosted: where the tag is the stem of exactly one non-test file,
+    that file held the change in 23 of 25 training and dev tasks, and a site
+    report (``[Chaturbate]``) names no identifier, so nothing else in the task
+    points there."""
+    found = _TITLE_TAG.match(task_text)
+    return None if found is None else _stem_key(found["bracket"] or found["word"])
+
+
+def _stem(path: str) -> str:
+    return _stem_key(path.rsplit("/", 1)[-1].rsplit(".", 1)[0])
+
+
+def _stem_key(word: str) -> str:
+    return word.lower().replace("-", "_")
 
 
 def _named_rarity(candidate: Candidate, rarity: dict[str, float]) -> float:
