@@ -15,7 +15,8 @@ sets, measured in the same process one after the other:
   the best score added where they fit), ranked by the weighted fusion;
 - never in doubt: the same ranked by the default fusion (``"learned"``, the
   shipped ranking model), with the slice's doubt off
-  (``doubt_probability = 0``: no bodies added where the leaders are improbable);
+  (``doubt_probability = 0``: no bodies added where the leaders are improbable;
+  ``sure_floor = 0``: none left out where they are probable);
 - no siblings: the doubt on, without the functions past ``top_k`` in the
   slice's files (``doubt_pool_floor = 1``);
 - no head: with them, without the leading file's head (``doubt_head = False``);
@@ -57,7 +58,8 @@ PLUGIN_SETS: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
         ("pin", "meaning", "dependence"), {"slice_shape": "signatures", "fusion": "weighted"}
     ),
     "weighted": (("pin", "meaning", "dependence"), {"fusion": "weighted"}),
-    "never in doubt": (("pin", "meaning", "dependence"), {"doubt_probability": 0.0}),
+    "never in doubt": (("pin", "meaning", "dependence"),
+                       {"doubt_probability": 0.0, "sure_floor": 0.0}),
     "no siblings": (("pin", "meaning", "dependence"), {"doubt_pool_floor": 1.0}),
     "no head": (("pin", "meaning", "dependence"), {"doubt_head": False}),
     "no changelog": (("pin", "meaning", "dependence"), {"placed_file_position": 0}),

@@ -343,6 +343,44 @@ def test_a_slice_in_doubt_shows_the_probable_bodies_whole(shop: Repo) -> None:
     assert round_money(lifted) == "whole"
 
 
+def test_a_sure_slice_shows_an_improbable_function_as_its_signature(shop: Repo) -> None:
+    # apply_discount scores 0.4 of the best (over value_score_share, rank 3):
+    # whole by the score (Cart.add, sharing no word with TASK, is left out
+    # unless in doubt); but where the learned order is sure of a leader (p
+    # of at least doubt_probability) it shows only its signature when the
+    # model gives it less than sure_floor (0.1).
+    def order(leader: float, discount: float | None) -> tuple[RankedCandidate, ...]:
+        plain = ranked(
+            shop, ("shop.cart.Cart.total", 10.0), ("shop.cart.Cart.add", 5.0),
+            ("shop.pricing.apply_discount", 4.0),
+        )
+        log_odds = (leader, -2.0, discount)
+        return tuple(
+            replace(r, model_score=z, log_odds=z) for r, z in zip(plain, log_odds, strict=True)
+        )
+
+    def discount(candidates: tuple[RankedCandidate, ...], **overrides: object) -> Excerpt:
+        settings = Settings(slice_shape="value", doubt_head=False).with_overrides(**overrides)
+        excerpts = pruned(shop, candidates, settings)
+        return next(e for e in excerpts if e.ranked.candidate.qualname.endswith("apply_discount"))
+
+    # A leader at p 0.5, apply_discount at p 0.047: its signature alone.
+    sure = order(0.0, -3.0)
+    assert discount(sure).shown_as == "signature"
+    assert [n for n, _ in discount(sure).lines] == [6]
+    # At p 0.12 (over the floor), with the floor at 0, in doubt (the leader at
+    # p 0.27), or without a model score (the weighted fusion): its body.
+    whole = [6, 7, 8, 9]
+    for candidates, overrides in (
+        (order(0.0, -2.0), {}), (sure, {"sure_floor": 0.0}), (order(-1.0, -3.0), {}),
+    ):
+        assert [n for n, _ in discount(candidates, **overrides).lines] == whole
+    weighted = tuple(replace(r, model_score=None, log_odds=None) for r in sure)
+    assert discount(weighted).shown_as == "whole"
+    # The leader itself is what the slice is sure of: whole.
+    assert pruned(shop, sure, Settings(slice_shape="value"))[0].shown_as == "whole"
+
+
 def test_in_doubt_a_ranked_body_the_line_floor_refused_is_weighed_too(shop: Repo) -> None:
     # Cart.remove shares no word with TASK: the line floor leaves it out of the
     # slice, rank or no rank. In doubt, a ranked function is shown whole by its
@@ -374,8 +412,11 @@ def test_in_doubt_a_ranked_body_the_line_floor_refused_is_weighed_too(shop: Repo
     assert entries(order(-4.0)) == [total, discount]
     trusted = order(-2.0)
     trusted = (replace(trusted[0], model_score=0.0, log_odds=0.0), *trusted[1:])
-    assert entries(trusted) == [total, discount]
-    assert entries(order(-2.0), doubt_probability=0.0) == [total, discount]
+    # (Trusted, apply_discount at p 0.047 is under sure_floor: its signature.)
+    improbable = (3, "shop.pricing.apply_discount", "signature", [6])
+    assert entries(trusted) == [total, improbable]
+    assert entries(order(-2.0), doubt_probability=0.0) == [total, improbable]
+    assert entries(order(-2.0), doubt_probability=0.0, sure_floor=0.0) == [total, discount]
 
 
 def test_a_slice_in_doubt_shows_probable_siblings_from_past_top_k(shop: Repo) -> None:
@@ -529,8 +570,10 @@ def test_eval_records_say_what_each_entry_past_the_candidates_is(tmp_path: Path)
 
 
 def test_doubt_settings_out_of_range_are_refused() -> None:
-    with pytest.raises(SettingsError, match=r"doubt_probability, doubt_floor and "
-                       r"doubt_pool_floor are probabilities, in \[0, 1\], not 1.5, 0.03, 0.01"):
+    with pytest.raises(SettingsError, match=r"doubt_probability, doubt_floor, doubt_pool_floor "
+                       r"and sure_floor are probabilities, in \[0, 1\], not 1.5, 0.03, 0.01, 0.1"):
         Settings(doubt_probability=1.5)
-    with pytest.raises(SettingsError, match=r"not 0.35, 0.03, -0.1"):
+    with pytest.raises(SettingsError, match=r"not 0.35, 0.03, -0.1, 0.1"):
         Settings(doubt_pool_floor=-0.1)
+    with pytest.raises(SettingsError, match=r"not 0.35, 0.03, 0.01, 2.0"):
+        Settings(sure_floor=2.0)
