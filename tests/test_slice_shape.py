@@ -349,7 +349,7 @@ def test_a_sure_slice_shows_an_improbable_function_as_its_signature(shop: Repo) 
     # unless in doubt); but where the learned order is sure of a leader (p
     # of at least doubt_probability) it shows only its signature when the
     # model gives it less than sure_floor (0.1).
-    def order(leader: float, discount: float | None) -> tuple[RankedCandidate, ...]:
+    def order(leader: float, discount: float) -> tuple[RankedCandidate, ...]:
         plain = ranked(
             shop, ("shop.cart.Cart.total", 10.0), ("shop.cart.Cart.add", 5.0),
             ("shop.pricing.apply_discount", 4.0),
