@@ -280,7 +280,8 @@ def _value_shape(
     enough, among the candidates and then in its reserve, and the leading
     file's head, each while what it adds fits what is left of the budgets."""
     excerpts = _signatures_shape(shapes, ranked, settings)
-    improbable = _improbable_in_sure_slice(ranked, settings)
+    doubt = _in_doubt(ranked, settings)
+    improbable = _improbable_in_sure_slice(doubt, settings)
     for i, shape in enumerate(shapes):
         if excerpts[i].shown_as == WHOLE and improbable(shape.item):
             excerpts[i] = shape.signature_only() or shape.pruned()
@@ -319,7 +320,7 @@ def _value_shape(
             grown = shape.near_good_lines()
             if len(grown.lines) > len(excerpts[i].lines) and room.replace(excerpts[i], grown):
                 excerpts[i] = grown
-    if _in_doubt(ranked, settings):
+    if doubt:
         _bodies_whole(
             shapes[:planned], excerpts, room, shown_whole, settings,
             lambda shape: _worth_whole_in_doubt(shape, settings),
@@ -499,12 +500,12 @@ def _in_doubt(ranked: tuple[RankedCandidate, ...], settings: Settings) -> bool:
 
 
 def _improbable_in_sure_slice(
-    ranked: tuple[RankedCandidate, ...], settings: Settings
+    doubt: bool, settings: Settings
 ) -> Callable[[RankedCandidate], bool]:
     """Whether a candidate is a function or method the learned order gives less
-    than ``sure_floor`` while it is sure of another (the slice is not in doubt);
-    never under the weighted fusion, which gives no probability."""
-    if settings.sure_floor <= 0 or _in_doubt(ranked, settings):
+    than ``sure_floor`` while it is sure of another (the slice is not in
+    ``doubt``); never under the weighted fusion, which gives no probability."""
+    if settings.sure_floor <= 0 or doubt:
         return lambda _item: False
 
     def improbable(item: RankedCandidate) -> bool:
