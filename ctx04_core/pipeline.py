@@ -27,6 +27,7 @@ from ctx04_core.stages.place import place
 from ctx04_core.stages.prune import statement_lines
 from ctx04_core.stages.query import build_query, extensions_of
 from ctx04_core.stages.regions import span_text
+from ctx04_core.stages.templates import template_lines, without_template_lines
 from ctx04_core.types import (
     SIGNATURE,
     WHOLE,
@@ -226,8 +227,14 @@ def retrieve_in(
 ) -> Retrieval:
     """Query and run the stages over an opened, refreshed repository (the task checked)."""
     defined = workspace.index.defined()
+    searched, dropped = without_template_lines(task, template_lines(workspace))
+    if dropped:
+        notes += (Diagnostic(
+            "omitted", "issue template",
+            detail=f"{dropped} lines of the task are the repository's issue template: not searched",
+        ),)
     query = build_query(
-        task,
+        searched,
         latest_error=latest_error,
         repro_target=test,
         names=defined,
