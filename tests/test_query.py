@@ -210,3 +210,15 @@ def test_file_paths_take_every_known_and_repository_extension() -> None:
     )
     assert with_repo.unresolved == ()
     assert extensions_of(["a/b.tar.gz", ".bashrc", "x/.eslintrc.json"]) == {"gz", "json"}
+
+
+def test_a_link_to_a_code_forge_is_no_dotted_name_a_site_s_link_is() -> None:
+    query = build_query(
+        "QuerySet.only() fails, see https://github.com/org/app/issues/3, "
+        "https://user-images.githubusercontent.com/1/shot.png and "
+        "https://www.example.org/models.html#QuerySet.only",
+        names=NAMES,
+        settings=SETTINGS,
+    )
+    assert query.identifiers == ("QuerySet.only", "QuerySet", "models")
+    assert query.unresolved == ("shot.png", "www.example.org", "models.html")

@@ -10,6 +10,10 @@ same query:
 * A dotted match whose last component is a file extension (``models.py``)
   names a file, not an attribute, and is not an identifier. The extensions
   are those of the languages ctx04 knows and of the repository's files.
+* A link to a code forge (``https://github.com/org/app/issues/3``) makes no
+  dotted name of its host (``github.com``: where code is kept, matched by
+  every file that links there); another site's host stays a term
+  (``facebook.com`` names the code that reads that site).
 * An unresolved term becomes a search term only when it is shaped like code:
   dotted (but not ``e.g``), containing ``_``, or CamelCase with an inner capital
   and a lowercase letter (``QuerySet``, ``HTTPServer``; not ``The`` or ``SQL``).
@@ -91,6 +95,13 @@ _SCOPE = "::"
 # A fenced code block: a pasted command line or log names every option it
 # ran with, not the one the task is about.
 FENCED_CODE = re.compile(r"```.*?(?:```|\Z)", re.DOTALL)
+# A link to a code forge: its host names where code is kept, not the code, and
+# searched as a dotted name matches every file that links to the forge. Other
+# hosts stay: a site's host names its extractor or client (``facebook.com``).
+FORGE_LINK = re.compile(
+    r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*+://(?:[A-Za-z0-9-]+\.)*"
+    r"(?:github\.com|githubusercontent\.com|gitlab\.com|bitbucket\.org)(?![A-Za-z0-9.-])"
+)
 QUOTED = re.compile(r"""(?<!\w)'([^'\n]+)'(?!\w)|(?<!\w)"([^"\n]+)"(?!\w)""")
 ERROR_LINE = re.compile(r"Error:|Exception:|Traceback|assert")
 _CAPITAL = re.compile("[A-Z]")
@@ -182,7 +193,7 @@ def _identifiers(
     respelled: Callable[[str], str | None],
 ) -> tuple[list[str], list[str]]:
     found: list[tuple[int, str]] = []
-    for text in texts:
+    for text in (FORGE_LINK.sub(" ", t) for t in texts):
         for match in DOTTED.finditer(text):
             term = match["term"]
             if term.rsplit(".", 1)[1] not in extensions:
