@@ -311,10 +311,11 @@ def test_the_changelog_most_fixes_update_is_placed_as_the_fifth_file(tmp_path: P
     changes = "# Changes\n\n## Unreleased\n\n" + "".join(f"- entry {i}\n" for i in range(20))
     root = make_git_repo(tmp_path / "repo", {**FILES, "CHANGES.md": changes, "NOTES.md": "x\n"})
     # After the fixture (every file): three fixes with an entry, one without,
-    # one to the notes alone (no code: not counted).
+    # one to the notes alone (no code: not counted). Every fix bumps
+    # package.json: changed more often, but no release notes.
     for i, (path, entry) in enumerate([("dates.py", True), ("render.py", True),
                                        ("dates.py", False), ("both.py", True)]):
-        edits = {path: FILES[path] + f"# fix {i}\n"}
+        edits = {path: FILES[path] + f"# fix {i}\n", "package.json": f'{{"version": "1.{i}"}}\n'}
         if entry:
             edits["CHANGES.md"] = changes + f"- fix {i}\n"
             changes = edits["CHANGES.md"]

@@ -92,6 +92,11 @@ CHANGELOG_COMMITS = 100
 # Where a changelog takes its next entry: its first lines (the unreleased
 # section) more often than not.
 CHANGELOG_HEAD_LINES = 15
+# A file of release notes, by its name or its folder's: CHANGES, HISTORY.md,
+# NEWS, docs/releases/3.0.txt, doc/whats_new/v1.3.rst, release-notes/...
+# Other files fixes change as often (package.json, a lock file, AUTHORS) are
+# no changelog: never one of 40 such placements was gold.
+_RELEASE_NOTES = re.compile(r"change|history|news|release|what'?s.?new|notes", re.IGNORECASE)
 # Changed definitions are kept per commit: enough for a few hundred tasks'
 # best commits before the oldest are read from git again.
 CHANGED_ENTRIES = 4096
@@ -465,15 +470,18 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
 
 
 def running_changelog(repo: Repo, log: Log, share: float) -> Candidate | None:
-    """The head of the file the newest commits that changed code most often also
-    changed, when it is no code (the index does not hold it) and at least
+    """The head of the release notes the newest commits that changed code most
+    often also changed, when they are no code (the index does not hold them) and at least
     ``share`` of ``CHANGELOG_COMMITS`` of them changed it among the newest
     that many (a young repository's first commit, which adds every file,
     is no habit); None when there is none or it cannot be read."""
     code = repo.index.paths() | {path for path, _, _ in repo.index.failures()}
     commits = list(islice((c for c in log.commits if not code.isdisjoint(c.files)),
                           CHANGELOG_COMMITS))
-    changed = Counter(path for c in commits for path in set(c.files) if path not in code)
+    changed = Counter(
+        path for c in commits for path in set(c.files)
+        if path not in code and _RELEASE_NOTES.search(path)
+    )
     if not changed:
         return None
     # Ties go to the path first in name order, so the choice is the same every run.
