@@ -93,9 +93,12 @@ def test_a_report_filed_through_the_form_searches_what_the_reporter_wrote(
     )
     assert (result.query.unresolved, without_form.query.unresolved) == ((), ("shop.inventory",))
     assert Diagnostic(
-        "omitted", "issue template",
-        detail="6 lines of the task are the repository's issue template: not searched",
+        "omitted", "issue template", detail="6 task lines not searched"
     ) in result.diagnostics
+    assert result.context.text.endswith(
+        "Coverage: omitted 1 (issue template: 6 task lines not searched); "
+        "recall is not exhaustive.\n"
+    )
     assert result.candidates[0].candidate.qualname == "shop.cart.Cart.total"
 
 
