@@ -47,6 +47,8 @@ from ctx04_core.types import (
 
 # The source of a signature entry: a definition that a shown line calls.
 CALLED = "called"
+# The source a placed leading module names (ctx04_core/stages/place.py).
+LEADING_MODULE = "leading_module"
 
 
 class TaskError(ValueError):
@@ -333,11 +335,13 @@ def run_stages(
     if excerpts is None:
         excerpts = [whole_excerpt(r, repo) for r in ranked]
         excerpts = [e for e in excerpts if e.lines]
-    placement = place(ranked, placed, settings)
+    placement = place(ranked, placed, settings, _leading_module(ranked, repo))
     ranked = list(placement.ranked)
-    excerpts = [
-        _with_dependences(hook, placement.renumbered(e), repo, settings) for e in excerpts
-    ]
+    # In rank order still when a module shown further down moved up.
+    excerpts = sorted(
+        (_with_dependences(hook, placement.renumbered(e), repo, settings) for e in excerpts),
+        key=lambda e: e.ranked.rank,
+    )
     signatures, cut = _call_signatures(hook, excerpts, ranked, repo, settings)
     excerpts.extend(signatures)
     covered = tuple(diagnostics) + cut + repo.diagnostics
@@ -361,6 +365,18 @@ def run_stages(
     return StageResult(
         query, context, tuple(ranked), context.diagnostics, dict(sorted(counts.items())), decision
     )
+
+
+def _leading_module(ranked: list[RankedCandidate], repo: Repo) -> Candidate | None:
+    """The module of the first candidate's file, as a candidate; None when the
+    ranking is empty or the file has no module (a language without one)."""
+    if not ranked:
+        return None
+    path = ranked[0].candidate.span.path
+    module = next((n for n in repo.index.file_nodes(path) if n.kind == "module"), None)
+    if module is None:
+        return None
+    return Candidate(module.span, module.kind, module.qualname, (LEADING_MODULE,))
 
 
 def described_query(

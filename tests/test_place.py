@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
+from conftest import SHOP, make_git_repo
+
+from ctx04_core import retrieve
 from ctx04_core.settings import Settings
 from ctx04_core.stages.place import place
 from ctx04_core.types import Candidate, Excerpt, RankedCandidate, Span
@@ -57,3 +61,63 @@ def test_nothing_moves_when_placing_is_off_or_the_file_is_ranked_already() -> No
     assert shown(place(order, [CHANGES], Settings()).ranked) == [
         (1, "a.py"), (2, "b.py"), (3, "c.py"), (4, "CHANGES.md"),
     ]
+
+
+A_MODULE = Candidate(Span("a.py", 1, 40), "module", "a", ("leading_module",))
+
+
+def test_the_leading_files_module_is_placed_at_its_rank_or_moved_up_to_it() -> None:
+    order = ranked("a.py", "b.py", "a.py", "c.py", "d.py")
+    placement = place(order, [], Settings(leading_module_rank=3), A_MODULE)
+    assert shown(placement.ranked) == [
+        (1, "a.py"), (2, "b.py"), (3, "a.py"), (4, "a.py"), (5, "c.py"), (6, "d.py"),
+    ]
+    assert placement.ranked[2].candidate == A_MODULE and placement.placed_ranks == (3,)
+    excerpts = [Excerpt(r, ()) for r in (order[1], order[2], replace(order[4], rank=9))]
+    assert [placement.renumbered(e).ranked.rank for e in excerpts] == [2, 4, 10]
+    # Ranked further down (with its signals): it moves up, nothing is added.
+    ranked_module = RankedCandidate(replace(A_MODULE, sources=("ripgrep",)), 6, 0.1)
+    moved = place([*order, ranked_module], [], Settings(leading_module_rank=2), A_MODULE)
+    assert shown(moved.ranked) == [
+        (1, "a.py"), (2, "a.py"), (3, "b.py"), (4, "a.py"), (5, "c.py"), (6, "d.py"),
+    ]
+    assert moved.ranked[1].candidate.sources == ("ripgrep",) and moved.placed_ranks == ()
+    assert moved.new_ranks == (1, 3, 4, 5, 6, 2)
+    # Ranked before its rank, off, or a ranking that ends before: nothing changes.
+    assert place([*order, ranked_module], [], Settings(leading_module_rank=6),
+                 A_MODULE).ranked == (*order, ranked_module)
+    for settings in (Settings(leading_module_rank=0), Settings(leading_module_rank=7)):
+        kept = place(order, [], settings, A_MODULE)
+        assert (kept.ranked, kept.placed_ranks) == (tuple(order), ())
+        assert kept.new_ranks == (1, 2, 3, 4, 5)
+    last = place(order, [], Settings(leading_module_rank=6), A_MODULE)
+    assert shown(last.ranked)[-1] == (6, "a.py") and last.placed_ranks == (6,)
+
+
+def test_a_retrieval_names_the_leading_files_module_among_its_first_candidates(
+    tmp_path: Path,
+) -> None:
+    root = make_git_repo(tmp_path / "repo", SHOP)
+    task = "Cart.total() rounds the discounted subtotal wrongly"
+    off = retrieve(task, root, disable=["pin"], settings=Settings(leading_module_rank=0))
+    second = retrieve(task, root, disable=["pin"], settings=Settings(leading_module_rank=2))
+    # The leading file's module, ranked eighth, moves up to second (with its
+    # signals and its shown first line); nothing else changes order.
+    assert [(r.rank, r.candidate.qualname) for r in off.candidates][:8] == [
+        (1, "shop.cart.Cart.total"), (2, "shop.cart.LineItem.subtotal"), (3, "shop.cart.Cart"),
+        (4, "shop.cart.Cart.apply_coupon"), (5, "shop"), (6, "shop.shipping.shipping_cost"),
+        (7, "tests.test_cart.test_total_with_coupon"), (8, "shop.cart"),
+    ]
+    assert [r.candidate for r in second.candidates] == [
+        off.candidates[0].candidate, off.candidates[7].candidate,
+        *(r.candidate for r in off.candidates[1:7]), *(r.candidate for r in off.candidates[8:]),
+    ]
+    assert second.candidates[1].candidate.sources == ("bm25",)
+    # The slice shows the same excerpts, in the new rank order.
+    entries = [(e.excerpt.ranked.rank, e.excerpt.ranked.candidate.qualname)
+               for e in second.context.entries]
+    assert entries[:3] == [(1, "shop.cart.Cart.total"), (2, "shop.cart"),
+                           (3, "shop.cart.LineItem.subtotal")]
+    assert [r for r, _ in entries] == sorted(r for r, _ in entries)
+    assert sorted(e.text for e in second.context.entries) == sorted(
+        e.text for e in off.context.entries)

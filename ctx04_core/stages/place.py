@@ -10,6 +10,13 @@ evidence leads to, where a reader of the first few files still meets it.
 It is named there, not shown, and it moves nothing: the prune plans the
 slice over the ranking without it (its lines are no evidence for the task,
 and the prune's rules read ranks), and the excerpts are renumbered after.
+
+So is the leading file's module (its own lines: imports, constants,
+module-level statements), as the ``leading_module_rank``-th candidate when
+the ranking does not hold it before: a fix changes a file's module-level
+lines as well as its functions in a quarter to a third of the tasks (an
+import it needs, a constant), and no task's words lift those lines; a
+module the ranking holds further down moves up to that place.
 """
 
 from __future__ import annotations
@@ -20,32 +27,40 @@ from dataclasses import dataclass, replace
 from ctx04_core.settings import Settings
 from ctx04_core.types import Candidate, Excerpt, RankedCandidate
 
+MODULE = "module"
+
 
 @dataclass(frozen=True)
 class Placement:
-    """The ranking with the placed candidates in, renumbered, and the ranks the
-    placed candidates took, ascending."""
+    """The ranking with the placed candidates in, renumbered; the ranks the
+    placed candidates took, ascending; and each ranked candidate's new rank,
+    by its old rank (the first at index 0)."""
 
     ranked: tuple[RankedCandidate, ...]
     placed_ranks: tuple[int, ...]
+    new_ranks: tuple[int, ...]
 
     def renumbered(self, excerpt: Excerpt) -> Excerpt:
-        """The excerpt with its candidate's rank once the placed ones are in: one
-        more for each placed candidate at or before it (the reserve's, the
-        head's and the references' ranks follow the ranking's)."""
+        """The excerpt with its candidate's rank once the placed ones are in (the
+        reserve's, the head's and the references' ranks, past the ranking's,
+        follow it: one more for each placed candidate)."""
         rank = excerpt.ranked.rank
-        for placed in self.placed_ranks:
-            if placed <= rank:
-                rank += 1
+        if rank <= len(self.new_ranks):
+            rank = self.new_ranks[rank - 1]
+        else:
+            rank += len(self.placed_ranks)
         return replace(excerpt, ranked=replace(excerpt.ranked, rank=rank))
 
 
 def place(
-    ranked: Sequence[RankedCandidate], placed: Sequence[Candidate], settings: Settings
+    ranked: Sequence[RankedCandidate], placed: Sequence[Candidate], settings: Settings,
+    leading_module: Candidate | None = None,
 ) -> Placement:
     """``ranked`` with each ``placed`` candidate whose file it does not hold
     before the first candidate of its ``placed_file_position``-th file (last
-    when it has fewer files), every rank renumbered."""
+    when it has fewer files), then ``leading_module`` (the first candidate's
+    file's module) as its ``leading_module_rank``-th candidate unless it is
+    ranked before or fewer candidates come before, every rank renumbered."""
     order = list(ranked)
     added: list[Candidate] = []
     for candidate in placed if settings.placed_file_position else ():
@@ -53,9 +68,28 @@ def place(
             order.insert(_file_start(order, settings.placed_file_position),
                          RankedCandidate(candidate, 0, 0.0))
             added.append(candidate)
+    at = settings.leading_module_rank - 1
+    # A ranking shorter than that ends where the evidence ends: nothing past it.
+    if leading_module is not None and 0 <= at <= len(order):
+        now = next((i for i, r in enumerate(order) if _same_module(r.candidate, leading_module)),
+                   None)
+        if now is None:
+            order.insert(at, RankedCandidate(leading_module, 0, 0.0))
+            added.append(leading_module)
+        elif now > at:
+            order.insert(at, order.pop(now))
     renumbered = tuple(replace(r, rank=rank) for rank, r in enumerate(order, start=1))
-    # No ranked candidate equals an added one: none shares its file.
-    return Placement(renumbered, tuple(r.rank for r in renumbered if r.candidate in added))
+    new_rank = {id(r): rank for rank, r in enumerate(order, start=1)}
+    # No ranked candidate is an added one: none shares its file or module.
+    return Placement(
+        renumbered,
+        tuple(r.rank for r in renumbered if r.candidate in added),
+        tuple(new_rank[id(r)] for r in ranked),
+    )
+
+
+def _same_module(candidate: Candidate, module: Candidate) -> bool:
+    return candidate.kind == MODULE and candidate.span.path == module.span.path
 
 
 def _file_start(order: Sequence[RankedCandidate], position: int) -> int:
