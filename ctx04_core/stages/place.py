@@ -61,30 +61,31 @@ def place(
     when it has fewer files), then ``leading_module`` (the first candidate's
     file's module) as its ``leading_module_rank``-th candidate unless it is
     ranked before or fewer candidates come before, every rank renumbered."""
-    order = list(ranked)
-    added: list[Candidate] = []
+    # Each entry: the candidate's index in ``ranked``, None for a placed one.
+    order: list[tuple[int | None, RankedCandidate]] = list(enumerate(ranked))
     for candidate in placed if settings.placed_file_position else ():
-        if not any(r.candidate.span.path == candidate.span.path for r in order):
-            order.insert(_file_start(order, settings.placed_file_position),
-                         RankedCandidate(candidate, 0, 0.0))
-            added.append(candidate)
+        if not any(r.candidate.span.path == candidate.span.path for _, r in order):
+            at_file = _file_start([r for _, r in order], settings.placed_file_position)
+            order.insert(at_file, (None, RankedCandidate(candidate, 0, 0.0)))
     at = settings.leading_module_rank - 1
     # A ranking shorter than that ends where the evidence ends: nothing past it.
     if leading_module is not None and 0 <= at <= len(order):
-        now = next((i for i, r in enumerate(order) if _same_module(r.candidate, leading_module)),
-                   None)
+        now = next(
+            (i for i, (_, r) in enumerate(order) if _same_module(r.candidate, leading_module)),
+            None,
+        )
         if now is None:
-            order.insert(at, RankedCandidate(leading_module, 0, 0.0))
-            added.append(leading_module)
+            order.insert(at, (None, RankedCandidate(leading_module, 0, 0.0)))
         elif now > at:
             order.insert(at, order.pop(now))
-    renumbered = tuple(replace(r, rank=rank) for rank, r in enumerate(order, start=1))
-    new_rank = {id(r): rank for rank, r in enumerate(order, start=1)}
-    # No ranked candidate is an added one: none shares its file or module.
+    new_ranks = [0] * len(ranked)
+    for rank, (old, _) in enumerate(order, start=1):
+        if old is not None:
+            new_ranks[old] = rank
     return Placement(
-        renumbered,
-        tuple(r.rank for r in renumbered if r.candidate in added),
-        tuple(new_rank[id(r)] for r in ranked),
+        tuple(replace(r, rank=rank) for rank, (_, r) in enumerate(order, start=1)),
+        tuple(rank for rank, (old, _) in enumerate(order, start=1) if old is None),
+        tuple(new_ranks),
     )
 
 
