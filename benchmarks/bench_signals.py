@@ -22,6 +22,8 @@ sets, measured in the same process one after the other:
 - no head: with them, without the leading file's head (``doubt_head = False``);
 - no changelog: with the head, without the running changelog placed in the
   ranking (``placed_file_position = 0``);
+- no leading module: with the changelog, without the leading file's module
+  placed among the first ten (``leading_module_rank = 0``);
 - default: the same with those too (the default);
 - + meaning: the default install and the optional ``meaning`` plugin, whose
   vectors are read from the index (made when it is built with the plugin
@@ -63,6 +65,7 @@ PLUGIN_SETS: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
     "no siblings": (("pin", "meaning", "dependence"), {"doubt_pool_floor": 1.0}),
     "no head": (("pin", "meaning", "dependence"), {"doubt_head": False}),
     "no changelog": (("pin", "meaning", "dependence"), {"placed_file_position": 0}),
+    "no leading module": (("pin", "meaning", "dependence"), {"leading_module_rank": 0}),
     "default": (("pin", "meaning", "dependence"), {}),
     "+ meaning": (("pin", "dependence"), {}),
 }
