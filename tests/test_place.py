@@ -121,3 +121,27 @@ def test_a_retrieval_names_the_leading_files_module_among_its_first_candidates(
     assert [r for r, _ in entries] == sorted(r for r, _ in entries)
     assert sorted(e.text for e in second.context.entries) == sorted(
         e.text for e in off.context.entries)
+
+
+def test_a_met_files_container_past_the_fifth_place_comes_after_the_rest() -> None:
+    order = ranked("a.py", "b.py", "a.py", "c.py", "b.py", "b.py", "d.py", "a.py", "c.py",
+                   "g.py", "h.py")
+    kinds = {5: "class", 6: "class", 7: "class", 8: "module"}  # by index: ranks 6 to 9
+    order = [replace(r, candidate=replace(r.candidate, kind=kinds.get(i, "function")))
+             for i, r in enumerate(order)]
+    placement = place(order, [], Settings(), A_MODULE)
+    # b.py's class and c.py's module (files the first five hold) follow d.py's
+    # class (a file met first here: it keeps its place among the files),
+    # a.py's class and the placed module (the leader's file); the first five
+    # keep their places, g.py's function moves down one for the module.
+    assert [(r.rank, r.candidate.span.path, r.candidate.kind) for r in placement.ranked] == [
+        (1, "a.py", "function"), (2, "b.py", "function"), (3, "a.py", "function"),
+        (4, "c.py", "function"), (5, "b.py", "function"), (6, "d.py", "class"),
+        (7, "a.py", "class"), (8, "a.py", "module"), (9, "b.py", "class"),
+        (10, "c.py", "module"), (11, "g.py", "function"), (12, "h.py", "function"),
+    ]
+    assert placement.placed_ranks == (8,)
+    assert placement.new_ranks == (1, 2, 3, 4, 5, 9, 6, 7, 10, 11, 12)
+    # Off with the module: nothing moves.
+    kept = place(order, [], Settings(leading_module_rank=0), A_MODULE)
+    assert kept.ranked == tuple(order)

@@ -25,9 +25,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ctx04_core.settings import Settings
-from ctx04_core.types import Candidate, Excerpt, RankedCandidate
+from ctx04_core.types import CONTAINER_KINDS, Candidate, Excerpt, RankedCandidate
 
 MODULE = "module"
+# The places a reader meets first, and recall@k counts, keep their order.
+KEPT_PLACES = 5
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ def place(
             order.insert(at, (None, RankedCandidate(leading_module, 0, 0.0)))
         elif now > at:
             order.insert(at, order.pop(now))
+        order[KEPT_PLACES:at + 1] = _containers_last(order, KEPT_PLACES, at + 1,
+                                                     leading_module.span.path)
     new_ranks = [0] * len(ranked)
     for rank, (old, _) in enumerate(order, start=1):
         if old is not None:
@@ -87,6 +91,26 @@ def place(
         tuple(rank for rank, (old, _) in enumerate(order, start=1) if old is None),
         tuple(new_ranks),
     )
+
+
+def _containers_last(
+    order: Sequence[tuple[int | None, RankedCandidate]], start: int, stop: int, leader: str
+) -> list[tuple[int | None, RankedCandidate]]:
+    """``order[start:stop]`` with the classes and modules of files other than
+    ``leader`` that a better-ranked candidate's file already is moved after
+    the rest, each group in its order: read as its members, such a container
+    pushes the rest (the leading module among them) out of a reader's first
+    ten, and a file met before keeps every file's place."""
+    met = {r.candidate.span.path for _, r in order[:start]}
+    kept: list[tuple[int | None, RankedCandidate]] = []
+    last: list[tuple[int | None, RankedCandidate]] = []
+    for entry in order[start:stop]:
+        candidate = entry[1].candidate
+        later = (candidate.kind in CONTAINER_KINDS and candidate.span.path != leader
+                 and candidate.span.path in met)
+        (last if later else kept).append(entry)
+        met.add(candidate.span.path)
+    return kept + last
 
 
 def _same_module(candidate: Candidate, module: Candidate) -> bool:
