@@ -38,8 +38,9 @@ def node_of_edge(repo: Repo, edge: Edge) -> Node | None:
     return None
 
 
-def module_of(repo: Repo, node: Node) -> Node | None:
-    return next((n for n in repo.index.file_nodes(node.span.path) if n.kind == "module"), None)
+def module_of(repo: Repo, path: str) -> Node | None:
+    """The module node of the file at ``path``; None for a language without one."""
+    return next((n for n in repo.index.file_nodes(path) if n.kind == "module"), None)
 
 
 def names_used(repo: Repo, node: Node) -> frozenset[str]:
@@ -69,7 +70,7 @@ def imported(repo: Repo, seed: Node) -> list[Node]:
     definition here.
     """
     index = repo.index
-    module = module_of(repo, seed)
+    module = module_of(repo, seed.span.path)
     edges = [*index.edges_from(seed), *(index.edges_from(module) if module else [])]
     used = names_used(repo, seed)
     found: list[Node] = []

@@ -13,6 +13,7 @@ from typing import Any
 
 import pluggy
 
+from ctx04_core.graph import module_of
 from ctx04_core.index import CodeIndex, RefreshStats
 from ctx04_core.index.schema import is_corruption
 from ctx04_core.memo import RetrievalMemo
@@ -335,7 +336,7 @@ def run_stages(
     if excerpts is None:
         excerpts = [whole_excerpt(r, repo) for r in ranked]
         excerpts = [e for e in excerpts if e.lines]
-    placement = place(ranked, placed, settings, _leading_module(ranked, repo))
+    placement = place(ranked, placed, settings, _leading_module(ranked, repo, settings))
     ranked = list(placement.ranked)
     # In rank order still when a module shown further down moved up.
     excerpts = sorted(
@@ -367,13 +368,15 @@ def run_stages(
     )
 
 
-def _leading_module(ranked: list[RankedCandidate], repo: Repo) -> Candidate | None:
-    """The module of the first candidate's file, as a candidate; None when the
-    ranking is empty or the file has no module (a language without one)."""
-    if not ranked:
+def _leading_module(
+    ranked: list[RankedCandidate], repo: Repo, settings: Settings
+) -> Candidate | None:
+    """The module of the first candidate's file, as a candidate; None when
+    placing it is off, the ranking is empty or the file has no module (a
+    language without one)."""
+    if not settings.leading_module_rank or not ranked:
         return None
-    path = ranked[0].candidate.span.path
-    module = next((n for n in repo.index.file_nodes(path) if n.kind == "module"), None)
+    module = module_of(repo, ranked[0].candidate.span.path)
     if module is None:
         return None
     return Candidate(module.span, module.kind, module.qualname, (LEADING_MODULE,))

@@ -16,7 +16,11 @@ module-level statements), as the ``leading_module_rank``-th candidate when
 the ranking does not hold it before: a fix changes a file's module-level
 lines as well as its functions in a quarter to a third of the tasks (an
 import it needs, a constant), and no task's words lift those lines; a
-module the ranking holds further down moves up to that place.
+module the ranking holds further down moves up to that place. Past the
+fifth place and up to the module's, a class or module of a file a
+better-ranked candidate already holds (not the leader's) then comes after
+the rest: read as its members, it would push the rest out of a reader's
+first ten, and no file changes its place.
 """
 
 from __future__ import annotations
