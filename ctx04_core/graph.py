@@ -12,7 +12,16 @@ from collections.abc import Iterable
 
 from ctx04_core.repository import Repo
 from ctx04_core.text import IDENTIFIER
-from ctx04_core.types import FUNCTION_KINDS, TYPE_KINDS, Candidate, Diagnostic, Edge, Node, Recall
+from ctx04_core.types import (
+    FUNCTION_KINDS,
+    MODULE,
+    TYPE_KINDS,
+    Candidate,
+    Diagnostic,
+    Edge,
+    Node,
+    Recall,
+)
 
 DEFINITION_KINDS = FUNCTION_KINDS | TYPE_KINDS
 
@@ -40,7 +49,7 @@ def node_of_edge(repo: Repo, edge: Edge) -> Node | None:
 
 def module_of(repo: Repo, path: str) -> Node | None:
     """The module node of the file at ``path``; None for a language without one."""
-    return next((n for n in repo.index.file_nodes(path) if n.kind == "module"), None)
+    return next((n for n in repo.index.file_nodes(path) if n.kind == MODULE), None)
 
 
 def names_used(repo: Repo, node: Node) -> frozenset[str]:
@@ -80,7 +89,7 @@ def imported(repo: Repo, seed: Node) -> list[Node]:
             continue
         named = index.lookup(edge.target)
         base = edge.target.rpartition(".")[0]
-        if not named and base and any(n.kind == "module" for n in index.lookup(base)):
+        if not named and base and any(n.kind == MODULE for n in index.lookup(base)):
             # ``from app import encode`` where app/__init__.py re-exports it from
             # a submodule: the definition lives under another qualname.
             named = index.lookup(name)

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 # what its members leave over.
 FUNCTION_KINDS = frozenset({"function", "method"})
 TYPE_KINDS = frozenset({"class", "struct", "enum", "interface", "trait", "impl", "namespace"})
-CONTAINER_KINDS = TYPE_KINDS | {"module"}
+MODULE = "module"  # a file's own node: its lines outside every definition
+CONTAINER_KINDS = TYPE_KINDS | {MODULE}
 
 
 @dataclass(frozen=True)

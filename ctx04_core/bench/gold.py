@@ -32,7 +32,7 @@ from ctx04_core.diff import hunk_header
 from ctx04_core.settings import Settings
 from ctx04_core.stages.regions import node_own_lines
 from ctx04_core.text import source_text, split_lines
-from ctx04_core.types import FUNCTION_KINDS, TYPE_KINDS, Node, ParsedFile
+from ctx04_core.types import FUNCTION_KINDS, MODULE, TYPE_KINDS, Node, ParsedFile
 
 Region = tuple[tuple[int, int], ...]  # inclusive runs of line numbers, sorted
 
@@ -146,7 +146,7 @@ def file_symbols(
 def _enclosing(nodes: tuple[Node, ...], line: int) -> Node | None:
     """The innermost function or method holding ``line``, else type, else the module."""
     holding = [n for n in nodes if n.span.start_line <= line <= n.span.end_line]
-    for kinds in (FUNCTION_KINDS, TYPE_KINDS, frozenset({"module"})):
+    for kinds in (FUNCTION_KINDS, TYPE_KINDS, frozenset({MODULE})):
         fitting = [n for n in holding if n.kind in kinds]
         if fitting:
             return min(fitting, key=lambda n: (n.span.end_line - n.span.start_line,

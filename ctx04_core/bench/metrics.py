@@ -56,15 +56,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctx04_core.bench.gold import Gold
-from ctx04_core.types import TYPE_KINDS
+from ctx04_core.types import CONTAINER_KINDS
 
 NEAR_LINES = 15
 FILE_ACC_KS = (1, 5, 10)
 FUNCTION_ACC_KS = (5, 10)
 RECALL_KS = (1, 3, 5)
 LINE_RECALL_KS = (1, 3, 5)
-# Candidates that stand for the definitions inside them when read.
-CONTAINER_KINDS = TYPE_KINDS | {"module"}
 
 # Every metric, in the order tables show them.
 METRICS = (

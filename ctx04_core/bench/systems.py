@@ -36,7 +36,7 @@ from ctx04_core.settings import Settings
 from ctx04_core.stages.merge import RUN
 from ctx04_core.stages.prune import HEAD
 from ctx04_core.stages.regions import node_own_lines
-from ctx04_core.types import WHOLE, Candidate, Node, RankedCandidate, Span
+from ctx04_core.types import MODULE, WHOLE, Candidate, Node, RankedCandidate, Span
 
 SYSTEMS = ("ctx04", "bm25")
 SOURCE = "bm25"  # the baseline's candidates' source
@@ -172,7 +172,7 @@ def file_documents(
         numbers = [n for n in node_own_lines(node, nodes) if n <= line_count]
         if numbers:
             docs.append((Candidate(node.span, node.kind, node.qualname, (SOURCE,)), numbers))
-    if not any(node.kind == "module" for node in nodes):
+    if not any(node.kind == MODULE for node in nodes):
         inside = {n for node in nodes for n in range(node.span.start_line, node.span.end_line + 1)}
         rest = [n for n in range(1, line_count + 1) if n not in inside]
         if rest:

@@ -24,7 +24,7 @@ from ctx04_core.parse_budget import TooComplex
 from ctx04_core.regular_file import FileTooLarge, NotRegularFile, read_regular_file
 from ctx04_core.settings import Settings
 from ctx04_core.text import source_text, split_lines, tokenize
-from ctx04_core.types import Node, NodeValues, ParsedFile
+from ctx04_core.types import MODULE, Node, NodeValues, ParsedFile
 
 # A refresh that reads at least this many files parses them in forked worker
 # processes (one per CPU), this many files to a task, at most two windows of
@@ -143,7 +143,7 @@ def _rows(
         by_qualname.setdefault(node.qualname, []).append((end - start, start, at))
         nodes.append((node.qualname, node.name, node.kind, start, end, node.header_end,
                       node.signature, node.docstring))
-        description = "" if node.kind == "module" else f"{node.signature} {node.docstring}"
+        description = "" if node.kind == MODULE else f"{node.signature} {node.docstring}"
         code = "\n".join(lines[n - 1] for n in owned.get(node, ()))
         terms.append((" ".join(tokenize(description)), " ".join(tokenize(code))))
     edges = []

@@ -32,7 +32,7 @@ from ctx04_core.hookspecs import hookimpl
 from ctx04_core.parse_budget import ParseBudget
 from ctx04_core.settings import Settings
 from ctx04_core.text import split_lines
-from ctx04_core.types import Edge, Node, ParsedFile, Span
+from ctx04_core.types import MODULE, Edge, Node, ParsedFile, Span
 
 LANGUAGE = "python"
 MAX_DOCSTRING_CHARS = 200
@@ -144,7 +144,7 @@ class _Extractor:
         module = Node(
             qualname=self.module,
             name=self.module.rsplit(".", 1)[-1],
-            kind="module",
+            kind=MODULE,
             span=Span(self.path, 1, max(1, len(self.lines))),
             header_end=0,
             signature="",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ctx04_core.text import dotted, tokenize
-from ctx04_core.types import Diagnostic, Edge, Node, Span
+from ctx04_core.types import MODULE, Diagnostic, Edge, Node, Span
 
 # The files whose nodes are in the index: parsed whole, or around errors.
 _PARSED = "status IN ('ok', 'partial')"
@@ -363,7 +363,7 @@ def _recent(cache: OrderedDict[str, _Cached], key: str, load: Callable[[], _Cach
 
 
 def _innermost_first(node: Node) -> tuple[int, bool, int]:
-    return (node.span.end_line - node.span.start_line, node.kind == "module", -node.span.start_line)
+    return (node.span.end_line - node.span.start_line, node.kind == MODULE, -node.span.start_line)
 
 
 def _node(row: Sequence[Any]) -> Node:

@@ -28,6 +28,7 @@ from ctx04_core.index.opening import IndexUnavailable, abandon, begin, lock_path
 from ctx04_core.index.queries import failed_files, parsed_languages
 from ctx04_core.paths import nameable
 from ctx04_core.settings import Settings
+from ctx04_core.types import MODULE
 
 # Rows are flushed to SQLite every this many files, inside the one transaction.
 BATCH_FILES = 256
@@ -312,7 +313,7 @@ class _Writer:
         self.next_node += len(rows.nodes)
         self.nodes.extend((first + i, file_id, *node) for i, node in enumerate(rows.nodes))
         for i, (node, (description, code)) in enumerate(zip(rows.nodes, rows.terms, strict=True)):
-            if node[2] != "module":
+            if node[2] != MODULE:
                 self.fts.append((first + i, description))
             self.code.append((first + i, code))
         self.edges.extend((first + at, *edge) for at, *edge in rows.edges)

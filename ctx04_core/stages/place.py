@@ -29,9 +29,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ctx04_core.settings import Settings
-from ctx04_core.types import CONTAINER_KINDS, Candidate, Excerpt, RankedCandidate
+from ctx04_core.types import CONTAINER_KINDS, MODULE, Candidate, Excerpt, RankedCandidate
 
-MODULE = "module"
 # The places a reader meets first, and recall@k counts, keep their order.
 KEPT_PLACES = 5
 

@@ -121,6 +121,7 @@ from ctx04_core.text import tokenize
 from ctx04_core.tokens import count_tokens
 from ctx04_core.types import (
     FUNCTION_KINDS,
+    MODULE,
     PRUNED,
     SIGNATURE,
     TYPE_KINDS,
@@ -134,7 +135,6 @@ from ctx04_core.types import (
 )
 
 _SIGNED = FUNCTION_KINDS | TYPE_KINDS
-MODULE = "module"
 # The provenance of a leading file's head: no recall found it, the slice adds it.
 HEAD = "head"
 

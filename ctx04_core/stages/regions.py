@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ctx04_core.repository import Repo
-from ctx04_core.types import FUNCTION_KINDS, TYPE_KINDS, Candidate, Node
+from ctx04_core.types import FUNCTION_KINDS, MODULE, TYPE_KINDS, Candidate, Node
 
 # Nesting depth by kind: a node with the very same span as another is nested
 # in it when it is the deeper kind (a file holding one class and nothing else).
-_DEPTH = {"module": 0, **dict.fromkeys(TYPE_KINDS, 1), **dict.fromkeys(FUNCTION_KINDS, 2)}
+_DEPTH = {MODULE: 0, **dict.fromkeys(TYPE_KINDS, 1), **dict.fromkeys(FUNCTION_KINDS, 2)}
 
 
 def node_of(candidate: Candidate, repo: Repo) -> Node | None:

@@ -14,7 +14,7 @@ from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.regions import own_text
 from ctx04_core.text import STOPWORDS, simple_name, tokenize
-from ctx04_core.types import Candidate, Query, Signal
+from ctx04_core.types import MODULE, Candidate, Query, Signal
 
 OWNER = "rerank"
 
@@ -108,7 +108,7 @@ def _stem_key(word: str) -> str:
 
 
 def _named_rarity(candidate: Candidate, rarity: dict[str, float]) -> float:
-    if candidate.kind == "module":
+    if candidate.kind == MODULE:
         return 0.0
     return rarity.get((candidate.qualname or "").rsplit(".", 1)[-1], 0.0)
 
@@ -154,7 +154,7 @@ def definition_rarity(query: Query, repo: Repo) -> dict[str, float]:
     for identifier in query.identifiers:
         name = simple_name(identifier)
         if name not in rarity:
-            found = [n for n in repo.index.lookup(name) if n.kind != "module"]
+            found = [n for n in repo.index.lookup(name) if n.kind != MODULE]
             if found:
                 rarity[name] = 1 / len(found)
     return rarity
