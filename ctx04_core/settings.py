@@ -275,9 +275,8 @@ class Settings:
     # read once: line recall 0.513 -> 0.523 and 0.243 -> 0.243, irrelevant
     # 0.793 -> 0.791 and 0.794 -> 0.796.
     type_span_max_lines: int = 100
-    # A slice in doubt (the learned order gives none of its candidates a
-    # probability of at least doubt_probability of holding a changed line)
-    # then shows whole the ranked functions and methods whose
+    # A slice in doubt (the learned order is not sure of its most probable
+    # candidate: see sure_margin) then shows whole the ranked functions and methods whose
     # probability is at least doubt_floor, in rank order, each when it
     # fits. The irrelevant share is read per slice: one that misses every
     # changed line scores 1.0 however much it shows, so these bodies cost
@@ -291,7 +290,18 @@ class Settings:
     # functions whose lines the prune's floor refused are weighed the same
     # way (stop 45: training line recall +0.009 Python, +0.010
     # multilingual).
-    doubt_probability: float = 0.35
+    doubt_probability: float = 0.3
+    # The learned order is sure of its most probable candidate when that one
+    # holds a changed line with a probability of at least doubt_probability
+    # and at least sure_margin times the next one's: two leaders alike mean
+    # either may be wrong (1: the probability alone, as before stop 57, when
+    # doubt_probability was 0.35). Chosen held out on the training tasks
+    # (stop 52's fold models; docs/benchmarks.md, "Sure of a leader that
+    # stands out"): line recall 0.470 -> 0.486 Python, 0.388 -> 0.395
+    # multilingual, 0.522 -> 0.521 Loc-Bench; irrelevant 0.799 -> 0.801,
+    # 0.786 -> 0.792, 0.675 -> 0.685; every ranking metric equal. Dev, read once:
+    # line recall equal, irrelevant 0.790 -> 0.790 and 0.801 -> 0.803.
+    sure_margin: float = 2.0
     doubt_floor: float = 0.03
     # Last, in doubt, the functions and methods the learned order placed past
     # top_k, in the files the slice shows, whose probability is at least
@@ -448,6 +458,11 @@ class Settings:
             raise SettingsError(
                 f"doubt_probability, doubt_floor, doubt_pool_floor and sure_floor are "
                 f"probabilities, in [0, 1], not {', '.join(map(repr, doubts))}"
+            )
+        if not self.sure_margin >= 1:  # NaN too
+            raise SettingsError(
+                f"sure_margin is how many times the next candidate's probability the "
+                f"first's must be, 1 or more, not {self.sure_margin!r}"
             )
         if self.leader_ranks < 0 or self.leader_line_context < 0 or self.type_span_max_lines < 0:
             raise SettingsError(

@@ -298,8 +298,9 @@ def test_past_value_ranks_a_body_in_the_leading_file_is_whole(shop: Repo) -> Non
 
 def test_a_slice_in_doubt_shows_the_probable_bodies_whole(shop: Repo) -> None:
     # round_money scores 0.2 of the best (under value_score_share): its
-    # signature, unless the learned order doubts its leaders (none at
-    # doubt_probability, 0.35) and gives it at least doubt_floor (0.03).
+    # signature, unless the learned order doubts its leaders (the most
+    # probable under doubt_probability, 0.3, or under sure_margin, 2, times
+    # the next) and gives it at least doubt_floor (0.03).
     def order(*log_odds: float | None) -> tuple[RankedCandidate, ...]:
         plain = ranked(
             shop, ("shop.cart.Cart.total", 10.0), ("shop.cart.Cart.add", 5.0),
@@ -327,16 +328,20 @@ def test_a_slice_in_doubt_shows_the_probable_bodies_whole(shop: Repo) -> None:
     assert round_money(order(-1.0, -2.0, -3.0, -4.0)) == "signature"
     assert round_money(doubtful, doubt_probability=0.0) == "signature"
     assert round_money(order(None, None, None, None)) == "signature"
-    # A leader at p 0.40: trusted at doubt_probability 0.35, in doubt at 0.45.
+    # A leader at p 0.40: trusted at doubt_probability 0.3, in doubt at 0.45.
     assert round_money(order(-0.4, -2.0, -3.0, -3.0)) == "signature"
     assert round_money(order(-0.4, -2.0, -3.0, -3.0), doubt_probability=0.45) == "whole"
+    # Leaders at p 0.40 and 0.35: probable, but alike: in doubt, unless the
+    # probability alone decides (a margin of 1).
+    assert round_money(order(-0.4, -0.6, -3.0, -3.0)) == "whole"
+    assert round_money(order(-0.4, -0.6, -3.0, -3.0), sure_margin=1.0) == "signature"
     # Log-odds no logistic model gives still read as probabilities (0 and 1),
     # never an overflow.
     assert round_money(order(-1000.0, -1000.0, -1000.0, -3.0)) == "whole"
     assert round_money(order(-1000.0, -1000.0, -1000.0, -1000.0)) == "signature"
     assert round_money(order(1000.0, -2.0, -3.0, -3.0)) == "signature"
     # The most probable candidate need not be first (a rank fusion moves it).
-    assert round_money(order(-2.0, -1.0, 0.0, -3.0)) == "signature"
+    assert round_money(order(-2.0, -1.5, 0.0, -3.0)) == "signature"
     # A third party's signal added to the model score moves the order, not the
     # probability the slice reads: the model's own log-odds keep it in doubt.
     lifted = tuple(replace(r, model_score=(r.model_score or 0.0) + 2.0) for r in doubtful)
@@ -573,7 +578,11 @@ def test_doubt_settings_out_of_range_are_refused() -> None:
     with pytest.raises(SettingsError, match=r"doubt_probability, doubt_floor, doubt_pool_floor "
                        r"and sure_floor are probabilities, in \[0, 1\], not 1.5, 0.03, 0.01, 0.1"):
         Settings(doubt_probability=1.5)
-    with pytest.raises(SettingsError, match=r"not 0.35, 0.03, -0.1, 0.1"):
+    with pytest.raises(SettingsError, match=r"not 0.3, 0.03, -0.1, 0.1"):
         Settings(doubt_pool_floor=-0.1)
-    with pytest.raises(SettingsError, match=r"not 0.35, 0.03, 0.01, 2.0"):
+    with pytest.raises(SettingsError, match=r"not 0.3, 0.03, 0.01, 2.0"):
         Settings(sure_floor=2.0)
+    for margin in (0.5, float("nan")):
+        with pytest.raises(SettingsError, match=r"sure_margin is how many times the next "
+                           r"candidate's probability the first's must be, 1 or more, not "):
+            Settings(sure_margin=margin)

@@ -84,7 +84,9 @@ def test_train_writes_the_same_model_twice(pools: tuple[Path, Path, dict[str, st
         model["calibration"]["scale"], model["calibration"]["shift"]
     )
     assert "calibrated on the held-out scores: log-odds of a changed line = " in runs[0].stdout
-    assert "its leader clears the slice's doubt gate (0.35) on " in runs[0].stdout
+    assert "its leader clears the slice's doubt gate (p >= 0.3, >= 2x the next) on " in (
+        runs[0].stdout
+    )
     report = (tmp / "cv1.md").read_text()
     rows = [line.split(" | ")[:2] for line in report.splitlines() if line.startswith("| acme/")]
     fused = [f"rank fusion k={k} w={w}" for k, w in ((5, 0.5), (5, 1), (5, 2), (20, 2), (5, 4))]
@@ -97,7 +99,7 @@ def test_train_writes_the_same_model_twice(pools: tuple[Path, Path, dict[str, st
     assert [line.split(" | ")[0] for line in block[2:]] == ["| logistic", "| lambdarank"]
     # Of the 55 held-out candidates, 6 at p >= 0.35, 4 of them gold; 4 tasks'
     # leaders clear the gate, 3 of them right; the fifth, in doubt, right.
-    assert block[2].endswith(" | 6: 0.459 / 0.667 | 4 of 5 tasks | 0.75 | 1.00 |")
+    assert block[2].endswith(" | 8: 0.430 / 0.500 | 2 of 5 tasks | 1.00 | 0.67 |")
     # Five tasks are too few for the trees to tell a changed line apart held out.
     assert block[3] == "| lambdarank | not calibrated" + " | -" * 8 + " |"
     # The weighted fusion's row reads the records' own order: its file Acc@1
@@ -255,22 +257,29 @@ def test_reliability_reads_the_probabilities_per_bin_and_per_leader() -> None:
     held = [
         ([logit(0.5), logit(0.02)], [True, False]),  # its leader clears the gate, right
         ([logit(0.2), logit(0.05)], [False, True]),  # in doubt, its leader wrong
+        # Probable, but not twice the next: in doubt, its leader wrong.
+        ([logit(0.5), logit(0.4)], [False, True]),
         ([], []),  # no candidate, no leader
     ]
-    found = reliability(held, Calibration(1.0, 0.0), 0.35)
+    found = reliability(held, Calibration(1.0, 0.0), 0.3, 2.0)
 
-    assert [(b.low, b.high, b.candidates, b.holding) for b in found.bins] == [
-        (0.0, 0.03, 1, 0.0), (0.03, 0.1, 1, 1.0), (0.1, 0.35, 1, 0.0), (0.35, 1.0, 1, 1.0),
+    assert [(b.low, b.high, b.candidates) for b in found.bins] == [
+        (0.0, 0.03, 1), (0.03, 0.1, 1), (0.1, 0.3, 1), (0.3, 1.0, 3),
     ]
-    assert [b.mean_probability for b in found.bins] == pytest.approx([0.02, 0.05, 0.2, 0.5])
-    assert (found.gate, found.sure, found.sure_right, found.doubtful, found.doubtful_right) == (
-        0.35, 1, 1, 1, 0
-    )
-    # A shift moves every probability: both leaders now clear the gate.
-    shifted = reliability(held, Calibration(1.0, 2.0), 0.35)
-    assert (shifted.sure, shifted.sure_right, shifted.doubtful) == (2, 1, 0)
+    assert [b.holding for b in found.bins] == pytest.approx([0.0, 1.0, 0.0, 2 / 3])
+    assert [b.mean_probability for b in found.bins] == pytest.approx([0.02, 0.05, 0.2, 1.4 / 3])
+    assert (
+        found.gate, found.margin, found.sure, found.sure_right, found.doubtful,
+        found.doubtful_right,
+    ) == (0.3, 2.0, 1, 1, 2, 0)
+    # The probability alone (a margin of 1) is sure of the two alike.
+    alone = reliability(held, Calibration(1.0, 0.0), 0.3, 1.0)
+    assert (alone.sure, alone.sure_right, alone.doubtful) == (2, 1, 1)
+    # A shift moves every probability: the first two leaders now clear the gate.
+    shifted = reliability(held, Calibration(1.0, 2.0), 0.3, 2.0)
+    assert (shifted.sure, shifted.sure_right, shifted.doubtful) == (2, 1, 1)
     # Scores far past what exp can take read as 0 and 1, not an overflow.
-    extreme = reliability([([-1000.0, 1000.0], [False, True])], Calibration(1.0, 0.0), 0.35)
+    extreme = reliability([([-1000.0, 1000.0], [False, True])], Calibration(1.0, 0.0), 0.3, 2.0)
     assert [b.candidates for b in extreme.bins] == [1, 0, 0, 1]
     assert (extreme.sure, extreme.sure_right) == (1, 1)
 

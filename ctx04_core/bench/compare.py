@@ -29,6 +29,7 @@ from typing import Any
 
 from ctx04_core.bench.jsonl import json_lines
 from ctx04_core.bench.metrics import METRICS, Summary, summarise
+from ctx04_core.ranking.model import sure_of
 
 RETRIEVAL = (
     "recall@1", "recall@3", "recall@5", "mrr", "required_file_recall", "required_symbol_recall",
@@ -94,15 +95,18 @@ def moved(paired: Paired, metric: str) -> tuple[int, int]:
 
 
 def in_doubt(record: dict[str, Any]) -> bool | None:
-    """Whether the record's slice was in doubt, read as the prune reads it: the
-    learned order gave none of its candidates a probability of at least
-    ``doubt_probability``. None for a record whose candidates carry no
-    probability field (written before it was recorded)."""
+    """Whether the record's slice was in doubt, read as the prune reads it
+    (``sure_of``; a record written before ``sure_margin`` was a setting had
+    none: 1). None for a record whose candidates carry no probability field
+    (written before it was recorded)."""
     ranked = record["ranked"]
     if any("probability" not in r for r in ranked):
         return None
     known = [r["probability"] for r in ranked if r["probability"] is not None]
-    return bool(known) and max(known) < record["settings"]["doubt_probability"]
+    settings = record["settings"]
+    return bool(known) and not sure_of(
+        known, settings["doubt_probability"], settings.get("sure_margin", 1.0)
+    )
 
 
 @dataclass(frozen=True)

@@ -150,7 +150,8 @@ def train_command(
         found = best.reliability
         # A learner whose leaders never clear the gate leaves every slice in doubt.
         Console().print(
-            f"held out, its leader clears the slice's doubt gate ({found.gate:g}) on "
+            f"held out, its leader clears the slice's doubt gate (p >= {found.gate:g}, "
+            f">= {found.margin:g}x the next) on "
             f"{found.sure} of {found.sure + found.doubtful} tasks"
         )
 
@@ -266,7 +267,8 @@ def calibration_table(results: list[Any]) -> list[str]:
         return []
     bins = list(pairwise(RELIABILITY_EDGES))
     header = ["learner", "scale", "shift", *(f"p {low:g}-{high:g}" for low, high in bins),
-              f"leader p >= {Settings().doubt_probability:g}", "its leader right",
+              f"leader p >= {Settings().doubt_probability:g}, "
+              f">= {Settings().sure_margin:g}x the next", "its leader right",
               "in doubt, right"]
     lines = [
         "Held-out calibration (each learner's scores of the repositories its folds left "

@@ -36,6 +36,7 @@ from ctx04_core.ranking.model import (
     Calibration,
     RankFusion,
     probability,
+    sure_of,
 )
 from ctx04_core.ranking.table import Labels, TaskRows, changed_lines_held
 from ctx04_core.settings import Settings
@@ -95,7 +96,7 @@ LAMBDARANK_ROUNDS = 200
 CALIBRATION_STEPS = 50
 # The edges of the held-out reliability table's bins: the slice's floors and
 # its doubt gate (stages/prune.py), the probabilities its rules compare.
-RELIABILITY_EDGES = (0.0, 0.03, 0.1, 0.35, 1.0)
+RELIABILITY_EDGES = (0.0, 0.03, 0.1, 0.3, 1.0)
 
 
 def relevance(labels: Labels) -> int:
@@ -197,6 +198,7 @@ class Reliability:
 
     bins: tuple[ReliabilityBin, ...]
     gate: float
+    margin: float
     sure: int
     sure_right: int
     doubtful: int
@@ -268,10 +270,11 @@ def calibrate(scores: Sequence[float], holds: Sequence[bool]) -> Calibration | N
 
 def reliability(
     held: Sequence[tuple[Sequence[float], Sequence[bool]]], calibration: Calibration,
-    gate: float,
+    gate: float, margin: float,
 ) -> Reliability:
     """The reliability of ``calibration`` over each held-out task's (scores,
-    holds a changed line); a task with no candidate has no leader."""
+    holds a changed line); a task with no candidate has no leader; a task is
+    sure of its leader as the slice is (``sure_of``, at ``gate`` and ``margin``)."""
     probabilities = [
         [probability(calibration.scale * x + calibration.shift) for x in scores]
         for scores, _ in held
@@ -290,12 +293,14 @@ def reliability(
             sum(hold for _, hold in inside) / count if count else 0.0,
         ))
     leaders = [
-        (max(ps), holds[ps.index(max(ps))])
+        (sure_of(ps, gate, margin), holds[ps.index(max(ps))])
         for ps, (_, holds) in zip(probabilities, held, strict=True) if ps
     ]
-    sure = [right for p, right in leaders if p >= gate]
-    doubtful = [right for p, right in leaders if p < gate]
-    return Reliability(tuple(bins), gate, len(sure), sum(sure), len(doubtful), sum(doubtful))
+    sure = [right for is_sure, right in leaders if is_sure]
+    doubtful = [right for is_sure, right in leaders if not is_sure]
+    return Reliability(
+        tuple(bins), gate, margin, len(sure), sum(sure), len(doubtful), sum(doubtful)
+    )
 
 
 def ranked_metrics(task: TaskRows, order: Sequence[int]) -> dict[str, float]:
@@ -382,7 +387,7 @@ def cross_validate(
         [x for scores, _ in held_out for x in scores], [h for _, holds in held_out for h in holds]
     )
     trust = None if calibration is None else reliability(
-        held_out, calibration, Settings().doubt_probability
+        held_out, calibration, Settings().doubt_probability, Settings().sure_margin
     )
     return [
         CrossValidation(

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -84,6 +84,18 @@ def own_probability(ranked: RankedCandidate) -> float | None:
     ``log_odds``, not its ``model_score``, which other signals move): what the
     slice's doubt gate reads. None when no model ranked the candidate."""
     return None if ranked.log_odds is None else probability(ranked.log_odds)
+
+
+def sure_of(probabilities: Iterable[float], gate: float, margin: float) -> bool:
+    """Whether the learned order is sure of its most probable candidate: the
+    slice's doubt gate. Sure when that candidate holds a changed line with a
+    probability of at least ``gate`` and at least ``margin`` times the next
+    one's: two leaders alike make the slice doubt either of them."""
+    best = sorted(probabilities, reverse=True)[:2]
+    if not best:
+        return False
+    runner_up = best[1] if len(best) > 1 else 0.0
+    return best[0] >= gate and best[0] >= margin * runner_up
 
 
 class ModelError(ValueError):
