@@ -24,6 +24,9 @@ sets, measured in the same process one after the other:
   ranking (``placed_file_position = 0``);
 - no leading module: with the changelog, without the leading file's module
   placed among the first ten (``leading_module_rank = 0``);
+- probability alone: with the module, the doubt gate as before stop 57 (a
+  leader at 0.35 sure however close the next: ``doubt_probability = 0.35``,
+  ``sure_margin = 1``);
 - default: the same with those too (the default);
 - + meaning: the default install and the optional ``meaning`` plugin, whose
   vectors are read from the index (made when it is built with the plugin
@@ -66,6 +69,8 @@ PLUGIN_SETS: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
     "no head": (("pin", "meaning", "dependence"), {"doubt_head": False}),
     "no changelog": (("pin", "meaning", "dependence"), {"placed_file_position": 0}),
     "no leading module": (("pin", "meaning", "dependence"), {"leading_module_rank": 0}),
+    "probability alone": (("pin", "meaning", "dependence"),
+                          {"doubt_probability": 0.35, "sure_margin": 1.0}),
     "default": (("pin", "meaning", "dependence"), {}),
     "+ meaning": (("pin", "dependence"), {}),
 }
