@@ -141,3 +141,92 @@ def test_output_is_sorted_and_order_independent(repo: Repo) -> None:
 
 def test_nothing_recalled(repo: Repo) -> None:
     assert merge([], repo) == ()
+
+
+DOCUMENTED_RUBY = """\
+module Faker
+  class Internet
+    ##
+    # Returns a username.
+    #
+    # @example
+    #   Faker::Internet.username(specifier: 10)
+    def username(specifier: nil)
+      # the name's words, shuffled
+      specifier.split
+    end
+
+    # Shared between the generators.
+
+    def email(name: nil)
+      name
+    end
+  end
+end
+"""
+DOCUMENTED_C = """\
+#define LIMIT 3
+/* Counts the words. */
+int count(const char *text) {
+  return LIMIT;
+}
+"""
+DOCUMENTED_PYTHON = """\
+CACHE = {}
+# Looked up before the disk.
+def cached(key):
+    return CACHE[key]
+"""
+
+
+FAKER = "lib.internet.Faker.Internet"
+USERNAME = f"{FAKER}.username"
+
+
+@pytest.fixture
+def documented(tmp_path: Path, indexed: Callable[..., Repo]) -> Repo:
+    files = {
+        "lib/internet.rb": DOCUMENTED_RUBY,
+        "src/count.c": DOCUMENTED_C,
+        "tools/cache.py": DOCUMENTED_PYTHON,
+    }
+    return indexed(make_git_repo(tmp_path / "repo", files))
+
+
+@pytest.mark.parametrize(
+    ("path", "line", "placed"),
+    [
+        # The method's doc comment and its example speak of the method; the
+        # class, which holds the lines, stays a candidate by them.
+        ("lib/internet.rb", 7, [("class", FAKER, (2, 18)), ("method", USERNAME, (8, 11))]),
+        ("lib/internet.rb", 3, [("class", FAKER, (2, 18)), ("method", USERNAME, (8, 11))]),
+        # A comment in a body is the body's; one a blank line away documents nothing.
+        ("lib/internet.rb", 9, [("method", USERNAME, (8, 11))]),
+        ("lib/internet.rb", 13, [("class", FAKER, (2, 18))]),
+        # A C preprocessor line is no comment; a C comment documents.
+        ("src/count.c", 1, [("module", "src.count", (1, 5))]),
+        ("src/count.c", 2, [("module", "src.count", (1, 5)),
+                            ("function", "src.count.count", (3, 5))]),
+        ("tools/cache.py", 2, [("module", "tools.cache", (1, 4)),
+                               ("function", "tools.cache.cached", (3, 4))]),
+        ("tools/cache.py", 1, [("module", "tools.cache", (1, 4))]),
+    ],
+)
+def test_a_comment_directly_above_a_definition_is_the_definitions(
+    documented: Repo, path: str, line: int, placed: list[tuple[str, str, tuple[int, int]]]
+) -> None:
+    assert merge([hit(line, "term", path=path)], documented) == tuple(
+        Candidate(Span(path, *span), kind, qualname, ("ripgrep",), ("term",), (line,))
+        for kind, qualname, span in placed
+    )
+
+
+def test_a_container_with_hits_of_its_own_leaves_its_members_doc_comments_to_them(
+    documented: Repo,
+) -> None:
+    path = "lib/internet.rb"
+    merged = merge([hit(7, "username", path=path), hit(13, "Shared", path=path)], documented)
+    assert [(c.qualname, c.terms, c.hit_lines) for c in merged] == [
+        (FAKER, ("Shared",), (13,)),
+        (USERNAME, ("username",), (7,)),
+    ]
