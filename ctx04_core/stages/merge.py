@@ -35,25 +35,23 @@ RUN = "lines"  # lines of a file the index has no node for
 # followed by a letter, ``[`` or ``!`` is C's preprocessor, an attribute or
 # a shebang, not a comment.
 COMMENT_LINE = re.compile(r"\s*(//|/\*|\*|#(?![A-Za-z\[!]))")
+# A structural unit: path, qualname, first and last line.
+_Unit = tuple[str, str | None, int, int]
 
 
 def merge(candidates: Iterable[Candidate], repo: Repo) -> tuple[Candidate, ...]:
-    units: dict[tuple[str, str | None, int, int], list[Candidate]] = {}
+    units: dict[_Unit, list[Candidate]] = {}
     runs: dict[str, list[Candidate]] = {}
     # A container whose only hits document its members stays a candidate.
-    documenting: dict[tuple[str, str | None, int, int], list[Candidate]] = {}
+    documenting: dict[_Unit, list[Candidate]] = {}
     for candidate in candidates:
         placed, container = _place(candidate, repo)
-        span = placed.span
         if placed.kind == RUN:
-            runs.setdefault(span.path, []).append(placed)
+            runs.setdefault(placed.span.path, []).append(placed)
         else:
-            key = (span.path, placed.qualname, span.start_line, span.end_line)
-            units.setdefault(key, []).append(placed)
+            units.setdefault(_unit(placed), []).append(placed)
         if container is not None:
-            span = container.span
-            key = (span.path, container.qualname, span.start_line, span.end_line)
-            documenting.setdefault(key, []).append(container)
+            documenting.setdefault(_unit(container), []).append(container)
     for key, group in documenting.items():
         units.setdefault(key, group)
     merged = [_combine(group, group[0].span) for group in units.values()]
@@ -65,6 +63,11 @@ def merge(candidates: Iterable[Candidate], repo: Repo) -> tuple[Candidate, ...]:
             key=lambda c: (c.span.path, c.span.start_line, c.span.end_line, c.qualname or ""),
         )
     )
+
+
+def _unit(candidate: Candidate) -> _Unit:
+    span = candidate.span
+    return span.path, candidate.qualname, span.start_line, span.end_line
 
 
 def _place(candidate: Candidate, repo: Repo) -> tuple[Candidate, Candidate | None]:
@@ -93,13 +96,17 @@ def _documented(path: str, line: int, repo: Repo) -> Node | None:
     A comment above a definition speaks of it (a method's doc comment and its
     examples in most languages), though its lines lie in the container's."""
     source = repo.source(path)
-    if source is None:
+    # Most hits outside functions are code: their own line settles it before
+    # the file's definitions are scanned.
+    if source is None or line > len(source.lines) or not COMMENT_LINE.match(
+        source.lines[line - 1]
+    ):
         return None
     following = next((n for n in repo.index.file_nodes(path) if n.span.start_line > line), None)
     if following is None:
         return None
-    between = source.lines[line - 1 : following.span.start_line - 1]
-    if between and all(COMMENT_LINE.match(text) for text in between):
+    between = source.lines[line : following.span.start_line - 1]
+    if all(COMMENT_LINE.match(text) for text in between):
         return following
     return None
 
