@@ -41,8 +41,9 @@ EXPRESSIONS = {
 TASK = "the subquery template strips the first and last character of the SQL"
 
 
-# The other signal plugins reorder what this test counts on; members alone is under test.
-OTHER_SIGNALS = ["meaning", "history"]
+# The other signal plugins, and the callees the call graph proposes after the
+# first ranking too, reorder what this test counts on; members alone is under test.
+OTHER_SIGNALS = ["meaning", "history", "callgraph"]
 
 
 def ranked(result: Retrieval) -> list[tuple[str | None, tuple[str, ...]]]:

@@ -279,8 +279,10 @@ def test_the_best_commits_lift_the_definitions_they_changed(tmp_path: Path) -> N
     result = retrieve(TASK, root, disable=["pin"], settings=at_base)
     values = {r.candidate.qualname: dict(r.signals)["history_definition"]
               for r in result.candidates}
-    # _calendar shares no word with the task: the history recall proposed it.
-    assert values == {"dates.parse": 0.0, "both.parse_and_show": 0.0, "dates._calendar": 1.0}
+    # _calendar shares no word with the task: the history recall proposed it;
+    # render.show, which parse_and_show calls, the leaders' callees.
+    assert values == {"dates.parse": 0.0, "both.parse_and_show": 0.0, "dates._calendar": 1.0,
+                      "render.show": 0.0}
     calendar = next(r.candidate for r in result.candidates
                     if r.candidate.qualname == "dates._calendar")
     assert calendar.sources == ("history",)
@@ -288,7 +290,8 @@ def test_the_best_commits_lift_the_definitions_they_changed(tmp_path: Path) -> N
     result = retrieve(TASK, root, disable=["pin"], settings=weighted)
     values = {r.candidate.qualname: dict(r.signals)["history_definition"]
               for r in result.candidates}
-    assert values == {"dates.parse": 1.0, "both.parse_and_show": 0.0, "dates._calendar": 1.0}
+    assert values == {"dates.parse": 1.0, "both.parse_and_show": 0.0, "dates._calendar": 1.0,
+                      "render.show": 0.0}
     from ctx04_core.index import CodeIndex
 
     index = CodeIndex.open(root)

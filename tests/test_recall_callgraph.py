@@ -11,7 +11,7 @@ from conftest import make_git_repo
 from ctx04_core.memo import RetrievalMemo
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
-from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Span
+from ctx04_core.types import Candidate, Diagnostic, Query, RankedCandidate, Recall, Span
 
 Indexed = Callable[..., Repo]
 
@@ -242,3 +242,81 @@ def test_the_neighbour_signal_scores_one_hop_of_a_named_definition_by_its_rarity
         "shop.cart.sum_prices": 0.5, "shop.tax.rate_of": 0.5, "shop.api.buy": 0.5,
         "shop.cart.Cart.checkout": 0.5, "shop.cart.Cart": 0.5, "shop.prices.Money": 0.5,
     }
+
+
+def first_ranking(repo: Repo, *qualnames: str) -> tuple[RankedCandidate, ...]:
+    """A first ranking of the named definitions, in that order."""
+    nodes = [
+        next(n for n in repo.index.lookup(q.rsplit(".", 1)[-1]) if n.qualname == q)
+        for q in qualnames
+    ]
+    return tuple(
+        RankedCandidate(
+            Candidate(span=n.span, kind=n.kind, qualname=n.qualname, sources=("ripgrep",)),
+            rank=rank, score=1.0,
+        )
+        for rank, n in enumerate(nodes, 1)
+    )
+
+
+def expand(repo: Repo, ranked: tuple[RankedCandidate, ...], **overrides: object) -> Recall | None:
+    return callgraph.expand(
+        query=query(), ranked=ranked, repo=repo, settings=Settings().with_overrides(**overrides)
+    )
+
+
+def test_the_leading_functions_bring_what_they_call(tmp_path: Path, indexed: Indexed) -> None:
+    repo = indexed(make_git_repo(tmp_path / "r", SHOP))
+    # A class calls nothing and is passed over; checkout calls charge and
+    # total on line 9 (a line's calls by name), total calls sum_prices.
+    ranked = first_ranking(
+        repo, "shop.cart.Cart", "shop.cart.Cart.checkout", "shop.cart.Cart.total"
+    )
+    result = expand(repo, ranked)
+    assert result == Recall(
+        "callees",
+        (
+            Candidate(span=Span("shop/cart.py", 16, 17), kind="function",
+                      qualname="shop.cart.charge", sources=("callees",)),
+            Candidate(span=Span("shop/cart.py", 5, 6), kind="method",
+                      qualname="shop.cart.Cart.total", sources=("callees",)),
+            Candidate(span=Span("shop/cart.py", 12, 13), kind="function",
+                      qualname="shop.cart.sum_prices", sources=("callees",)),
+        ),
+        (),
+    )
+    only_first = expand(repo, ranked, callee_ranks=1)
+    assert only_first is not None
+    assert [c.qualname for c in only_first.candidates] == [
+        "shop.cart.charge", "shop.cart.Cart.total"
+    ]
+    assert expand(repo, ranked, callee_ranks=0) is None
+
+
+def test_a_callee_name_with_many_namesakes_is_left_out(tmp_path: Path, indexed: Indexed) -> None:
+    files: dict[str, str | bytes] = {
+        f"store{i}.py": "def save(x):\n    return x\n" for i in range(5)
+    }
+    files["run.py"] = (
+        "def flush(x):\n    return x\n\n\ndef run(store):\n    store.save(1)\n    flush(2)\n"
+    )
+    repo = indexed(make_git_repo(tmp_path / "r", files))
+    result = expand(repo, first_ranking(repo, "run.run"))
+    # Five definitions of save say nothing about which one run means.
+    assert result is not None
+    assert [c.qualname for c in result.candidates] == ["run.flush"]
+
+
+def test_more_callees_than_the_cap_keeps_the_first(tmp_path: Path, indexed: Indexed) -> None:
+    defs = "".join(f"def f{i:02d}():\n    return {i}\n\n\n" for i in range(25))
+    calls = "".join(f"    f{i:02d}()\n" for i in range(25))
+    repo = indexed(make_git_repo(tmp_path / "r", {"hub.py": f"{defs}def hub():\n{calls}"}))
+    result = expand(repo, first_ranking(repo, "hub.hub"), callgraph_limit=3)
+    assert result is not None
+    assert [c.qualname for c in result.candidates] == ["hub.f00", "hub.f01", "hub.f02"]
+    assert result.diagnostics == (
+        Diagnostic(
+            "unavailable", "truncated",
+            detail="25 callees of the leading functions, kept the first 3",
+        ),
+    )

@@ -97,9 +97,12 @@ def test_train_writes_the_same_model_twice(pools: tuple[Path, Path, dict[str, st
     assert rows == [[f"| {repo}", name] for repo in ("acme/calc", "acme/shop") for name in names]
     block = report.split("Held-out calibration")[1].split("\n\n")[1].splitlines()
     assert [line.split(" | ")[0] for line in block[2:]] == ["| logistic", "| lambdarank"]
-    # Of the 55 held-out candidates, 6 at p >= 0.35, 4 of them gold; 4 tasks'
-    # leaders clear the gate, 3 of them right; the fifth, in doubt, right.
-    assert block[2].endswith(" | 8: 0.430 / 0.500 | 2 of 5 tasks | 1.00 | 0.67 |")
+    # Of the 60 held-out candidates, 8 at p >= 0.3, 4 of them gold; 2 tasks'
+    # leaders clear the gate, both right; of the 3 in doubt, 2 right.
+    assert block[2].endswith(
+        " | 10: 0.018 / 0.100 | 33: 0.056 / 0.000 | 9: 0.193 / 0.222 | 8: 0.426 / 0.500"
+        " | 2 of 5 tasks | 1.00 | 0.67 |"
+    )
     # Five tasks are too few for the trees to tell a changed line apart held out.
     assert block[3] == "| lambdarank | not calibrated" + " | -" * 8 + " |"
     # The weighted fusion's row reads the records' own order: its file Acc@1

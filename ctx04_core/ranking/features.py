@@ -31,7 +31,9 @@ KNOWN_SIGNALS = (
     "auxiliary", "bm25", "definition", "history", "history_definition", "neighbour", "path",
     "pointed_at", "tested",
 )
-# The bundled recall sources (each plugin's SOURCE), in name order.
+# The recall sources the shipped model was fitted with, in name order. A
+# source not listed here (the call graph's later ``callees``, a third
+# party's) counts only in the candidate's number of sources.
 KNOWN_SOURCES = (
     "apidesc", "bm25", "callgraph", "history", "members", "ripgrep", "tests", "traceback",
 )
