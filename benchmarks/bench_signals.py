@@ -27,6 +27,8 @@ sets, measured in the same process one after the other:
 - probability alone: with the module, the doubt gate as before stop 57 (a
   leader at 0.35 sure however close the next: ``doubt_probability = 0.35``,
   ``sure_margin = 1``);
+- no callees: with the margin, without the definitions the leading
+  functions call proposed after the first ranking (``callee_ranks = 0``);
 - default: the same with those too (the default);
 - + meaning: the default install and the optional ``meaning`` plugin, whose
   vectors are read from the index (made when it is built with the plugin
@@ -71,6 +73,7 @@ PLUGIN_SETS: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
     "no leading module": (("pin", "meaning", "dependence"), {"leading_module_rank": 0}),
     "probability alone": (("pin", "meaning", "dependence"),
                           {"doubt_probability": 0.35, "sure_margin": 1.0}),
+    "no callees": (("pin", "meaning", "dependence"), {"callee_ranks": 0}),
     "default": (("pin", "meaning", "dependence"), {}),
     "+ meaning": (("pin", "dependence"), {}),
 }
