@@ -25,12 +25,12 @@ Cap: at most ``settings.callgraph_limit`` (20) neighbours; when there are
 more, the first are kept and the result carries
 ``Diagnostic(kind="unavailable", reason="truncated")``.
 
-Expansion ``callees`` (after the first ranking, ``settings.callee_ranks``
-leaders): the definitions the first three functions and methods of the
-weighted order call, by the same ``invoke`` edges and the same namesake
-limit, each once, in the leaders' order and each call's line order; one
-already a candidate gains the source, which the learned order reads in its
-count of sources. The function a fix changes is often a helper the
+Expansion ``callees`` (after the first ranking): the definitions the first
+``settings.callee_ranks`` (3) functions and methods of the weighted order
+call, by the same ``invoke`` edges and the same namesake limit, each once,
+in the leaders' order and each call's line order; one already a candidate
+(another leader too) gains the source, which the learned order reads in
+its count of sources. The function a fix changes is often a helper the
 leading function calls that shares no word with the task (``_cstack``
 under ``separability_matrix``): held out on the training tasks, Python
 line recall 0.486 -> 0.512 and function Acc@10 0.509 -> 0.518
@@ -162,8 +162,8 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
 def leaders_callees(ranked: tuple[RankedCandidate, ...], repo: Repo, leaders: int) -> list[Node]:
     """What the first ``leaders`` functions and methods of ``ranked`` call, in
     their order and each call's line order (a line's calls by name), each
-    once, a leader itself never; a name more than ``RARE_NAMESAKES``
-    definitions share is left out."""
+    once; a leader's call of itself, and a name more than ``RARE_NAMESAKES``
+    definitions share, are left out."""
     found: dict[Node, None] = {}
     calling = [item.candidate for item in ranked if item.candidate.kind in FUNCTION_KINDS]
     for candidate in calling[:leaders]:
