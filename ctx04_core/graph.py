@@ -62,12 +62,12 @@ def names_used(repo: Repo, node: Node) -> frozenset[str]:
 
 
 def callees(repo: Repo, node: Node) -> list[list[Node]]:
-    """Per ``invoke`` edge of ``node``, in line order, the definitions its name resolves to."""
-    return [
-        definitions(repo.index.lookup(edge.target))
-        for edge in repo.index.edges_from(node)
-        if edge.kind == "invoke"
-    ]
+    """Per name ``node``'s ``invoke`` edges call, in the line order of its first
+    call, the definitions it resolves to (a name called again resolves once)."""
+    called = dict.fromkeys(
+        edge.target for edge in repo.index.edges_from(node) if edge.kind == "invoke"
+    )
+    return [definitions(repo.index.lookup(name)) for name in called]
 
 
 def imported(repo: Repo, seed: Node) -> list[Node]:
