@@ -347,7 +347,9 @@ class Settings:
     # 108 Python and 179 multilingual training tasks (docs/benchmarks.md,
     # "Leaders' lines with their neighbours"); dev, read once: line recall
     # 0.513 -> 0.513 Python, 0.229 -> 0.243 multilingual, irrelevant 0.793
-    # -> 0.793 and 0.809 -> 0.790, every ranking metric equal.
+    # -> 0.793 and 0.809 -> 0.790, every ranking metric equal. The leaders
+    # are also exempt from prune_relative_floor (stop 59; docs/benchmarks.md,
+    # "Leaders past the relative floor").
     leader_ranks: int = 3
     leader_line_ratio: float = 0.5
     leader_line_context: int = 2

@@ -80,11 +80,14 @@ def test_eval_ctx04(runs: Runs) -> None:
         "calc.ops.Stats.mean", "calc.ops.Stats.spread", "calc.fmt.money",
     ]
     # divide (rank 1) is shown whole; every other candidate's best line scores
-    # under a fifth of divide's best, so only divide is shown.
+    # under a fifth of divide's best: hypot and add, leaders (ranks 2 and 3),
+    # are shown as their signatures, the rest not at all.
     assert first["shown"] == [
         {"path": "calc/ops.py", "rank": 1, "extra": None, "lines": [[11, 13]]},
+        {"path": "calc/ops.py", "rank": 2, "extra": None, "lines": [[29, 29]]},
+        {"path": "calc/ops.py", "rank": 3, "extra": None, "lines": [[7, 7]]},
     ]
-    assert first["metrics"] == metrics(irrelevant_context_ratio=0.0, tokens=84.0)
+    assert first["metrics"] == metrics(irrelevant_context_ratio=0.2, tokens=161.0)
     # The module holding the gold line PRECISION = 2 ranks fourth: two of the
     # three symbols are in the top 3, one of them at rank 1.
     assert [r["qualname"] for r in second["ranked"]] == [
@@ -94,17 +97,19 @@ def test_eval_ctx04(runs: Runs) -> None:
     # Rank 1 is a class of 11 lines (at most type_span_max_lines): its whole
     # span, methods too (18-28); Stats.mean, inside it, keeps its signature
     # (23) rather than a second copy of its body; the module shows its best
-    # line (PRECISION = 2); divide and spread score under the floor.
+    # line (PRECISION = 2); divide, a leader under the floor, its signature;
+    # spread, past the leaders, scores under the floor.
     assert second["shown"] == [
         {"path": "calc/ops.py", "rank": 1, "extra": None, "lines": [[18, 28]]},
         {"path": "calc/ops.py", "rank": 2, "extra": None, "lines": [[23, 23]]},
+        {"path": "calc/ops.py", "rank": 3, "extra": None, "lines": [[11, 11]]},
         {"path": "calc/ops.py", "rank": 4, "extra": None, "lines": [[4, 4]]},
     ]
     # Gold lines 4, 21 and 24: the slice shows all three; Stats (18-28) holds
     # 21 and 24, the module (rank 4) all three.
     assert second["metrics"] == metrics(
         recall_at_1=1 / 3, recall_at_3=2 / 3, line_recall=1.0, line_recall_at_1=2 / 3,
-        line_recall_at_3=2 / 3, irrelevant_context_ratio=0.0, tokens=196.0,
+        line_recall_at_3=2 / 3, irrelevant_context_ratio=0.0, tokens=236.0,
     )
     assert "ctx04 eval: ctx04: 2 instances, 0 errored" in runs.ctx04.stdout
     rows = table(runs.ctx04.stdout)
@@ -115,7 +120,7 @@ def test_eval_ctx04(runs: Runs) -> None:
         "recall@3": ["0.833"], "recall@5": ["1.000"], "mrr": ["1.000"],
         "required_file_recall": ["1.000"], "required_symbol_recall": ["1.000"],
         "line_recall": ["1.000"], "line_recall@1": ["0.833"], "line_recall@3": ["0.833"],
-        "line_recall@5": ["1.000"], "irrelevant_context_ratio": ["0.000"], "tokens": ["140.0"],
+        "line_recall@5": ["1.000"], "irrelevant_context_ratio": ["0.100"], "tokens": ["198.5"],
     }
     for timing in ("seconds_p50", "seconds_p95", "index_seconds_median", "index_seconds_total"):
         assert re.fullmatch(r"\d+\.\d\d", rows[timing][0])
@@ -247,11 +252,12 @@ def test_gaps(runs: Runs) -> None:
     # The slices show every gold line (line recall 1.0): nothing is elsewhere.
     assert rows["all"] == ["2", "1.000", *["0.000"] * 6]
     # Lines a rank shows, per instance (the records' shown lines above): rank
-    # 1 shows 3 and 11 lines, rank 2 one (a signature), rank 4 one, every
-    # one relevant. Gold line 12 (first instance) is rank 1's; of 21, 24
-    # and 4 (second), rank 1 shows two, rank 4 one.
+    # 1 shows 3 and 11 lines, ranks 2-3 two (signatures, leaders under the
+    # prune's relative floor; one of the four irrelevant), rank 4 one. Gold
+    # line 12 (first instance) is rank 1's; of 21, 24 and 4 (second), rank 1
+    # shows two, rank 4 one.
     assert (rows["1"], rows["2-3"], rows["4-5"], rows["6-10"], rows["no candidate"]) == (
-        ["7.0", "0.000", "0.833"], ["0.5", "0.000", "0.000"], ["0.5", "0.000", "0.167"],
+        ["7.0", "0.000", "0.833"], ["2.0", "0.250", "0.000"], ["0.5", "0.000", "0.167"],
         ["0.0", "-", "0.000"], ["0.0", "-", "0.000"],
     )
 
@@ -279,10 +285,10 @@ def test_compare(runs: Runs) -> None:
     rows = table(done.stdout)
     assert rows["function_acc@5"] == ["1.000", "1.000", "+0.000", "0 / 0"]
     assert rows["recall@1"] == ["0.667", "0.667", "+0.000", "0 / 0"]
-    # bm25's slice is longer than ctx04's on both instances (140 -> 322.5 on average).
-    assert [r["tokens"] for r in records(runs.tmp / "ctx04.jsonl")] == [84, 196]
+    # bm25's slice is longer than ctx04's on both instances (198.5 -> 322.5 on average).
+    assert [r["tokens"] for r in records(runs.tmp / "ctx04.jsonl")] == [161, 236]
     assert [r["tokens"] for r in records(runs.tmp / "bm25.jsonl")] == [355, 290]
-    assert rows["tokens"] == ["140.0", "322.5", "+182.5", "2 / 0"]
+    assert rows["tokens"] == ["198.5", "322.5", "+124.0", "2 / 0"]
     assert rows["seconds_p50"][-1] == "-"
 
 
@@ -420,7 +426,7 @@ def test_eval_per_language(runs: Runs) -> None:
         python = dict(zip(METRICS, rows["Python"][1:], strict=True))
         assert rows["Python"][0] == "2"
         assert (python["recall@1"], python["recall@3"], python["tokens"]) == {
-            "ctx04": ("0.667", "0.833", "140.0"), "bm25": ("0.667", "1.000", "322.5")
+            "ctx04": ("0.667", "0.833", "198.5"), "bm25": ("0.667", "1.000", "322.5")
         }[system]
         # The whole run's summary mixes both.
         assert table(done.stdout)["recall@1"] == ["0.444"]
@@ -430,7 +436,7 @@ def test_eval_per_language(runs: Runs) -> None:
     rows = table(done.stdout)
     assert rows["Go"] == ["1", *(["+0.000"] * 18), "+0.0"]
     python = dict(zip(METRICS, rows["Python"][1:], strict=True))
-    assert (python["recall@3"], python["tokens"]) == ("+0.167", "+182.5")
+    assert (python["recall@3"], python["tokens"]) == ("+0.167", "+124.0")
     # Unlabelled records give no per-language table.
     done = ctx04(runs.env, "eval", "--compare", runs.tmp / "ctx04.jsonl", runs.tmp / "bm25.jsonl")
     assert "per language" not in done.stdout

@@ -74,15 +74,19 @@ def kept(excerpts: list[Excerpt]) -> dict[str | None, list[int]]:
 
 
 def test_rank_one_function_is_whole_and_the_rest_keep_their_best_lines(repo: Repo) -> None:
-    # Defaults: handle (rank 1) whole, 1-9 (10 is blank, the span ends at 9);
-    # lookup's best line scores 0.32, under a fifth of handle's 3.65: dropped.
+    # handle (rank 1) whole, 1-9 (10 is blank, the span ends at 9); lookup's
+    # best line scores 0.32, under a fifth of handle's 3.65: dropped once
+    # past the leaders (leader_ranks 1).
     ranked = ranked_functions(repo, "handle", "lookup", "unrelated")
-    assert kept(run(repo, ranked)) == {"auth.handle": [1, 2, 3, 4, 5, 6, 7, 8, 9]}
-    # Without that floor lookup, a neighbour of rank 2, is shown as its
-    # (decorated, multi-line) signature.
-    assert kept(run(repo, ranked, prune_relative_floor=0.0)) == {
-        "auth.handle": [1, 2, 3, 4, 5, 6, 7, 8, 9], "auth.lookup": [12, 13, 14, 15],
+    assert kept(run(repo, ranked, leader_ranks=1)) == {
+        "auth.handle": [1, 2, 3, 4, 5, 6, 7, 8, 9]
     }
+    # Without that floor, or among the leaders (the default, 3), lookup, a
+    # neighbour of rank 2, is shown as its (decorated, multi-line) signature.
+    for keeps in ({"prune_relative_floor": 0.0}, {}):
+        assert kept(run(repo, ranked, **keeps)) == {
+            "auth.handle": [1, 2, 3, 4, 5, 6, 7, 8, 9], "auth.lookup": [12, 13, 14, 15],
+        }
     # Neighbours cut to their best lines instead: lookup adds line 17, its best
     # (and only scoring) line.
     best_lines = {"prune_relative_floor": 0.0, "neighbours_as_signatures": False}
@@ -146,19 +150,26 @@ def test_multiline_decorated_signature_survives_a_pruned_body(repo: Repo) -> Non
 
 def test_candidates_under_the_floor_are_dropped_whole(repo: Repo) -> None:
     ranked = ranked_functions(repo, "lookup", "handle", "unrelated")
-    assert "auth.unrelated" not in kept(run(repo, ranked))
+    assert "auth.unrelated" not in kept(run(repo, ranked, leader_ranks=2))
     # lookup's best line scores 0.32: a floor above it drops lookup, signature and all.
     assert list(kept(run(repo, ranked, prune_floor=0.5))) == ["auth.handle"]
 
 
 def test_candidates_far_under_the_best_candidate_are_dropped(repo: Repo) -> None:
-    # handle's best line scores 3.65 and lookup's 0.32: a floor of 0.05 x 3.65
-    # keeps lookup, 0.1 x 3.65 drops it.
+    # handle's best line scores 3.65 and lookup's 0.32: past the leaders
+    # (leader_ranks 1), a floor of 0.05 x 3.65 keeps lookup, 0.1 x 3.65 drops it.
     ranked = ranked_functions(repo, "handle", "lookup")
-    assert list(kept(run(repo, ranked, prune_relative_floor=0.05))) == [
+    past_leaders = {"leader_ranks": 1}
+    assert list(kept(run(repo, ranked, prune_relative_floor=0.05, **past_leaders))) == [
         "auth.handle", "auth.lookup"
     ]
-    assert list(kept(run(repo, ranked, prune_relative_floor=0.1))) == ["auth.handle"]
+    assert list(kept(run(repo, ranked, prune_relative_floor=0.1, **past_leaders))) == [
+        "auth.handle"
+    ]
+    # Among the leaders (rank 2 of leader_ranks 2) it stays, as its signature.
+    assert kept(run(repo, ranked, prune_relative_floor=0.1, leader_ranks=2)) == {
+        "auth.handle": [1, 2, 3, 4, 5, 6, 7, 8, 9], "auth.lookup": [12, 13, 14, 15],
+    }
 
 
 def test_a_run_of_lines_keeps_only_its_scoring_lines(repo: Repo) -> None:
@@ -189,10 +200,13 @@ def test_the_best_ranked_function_is_whole_under_a_container_ranked_above_it(
         RankedCandidate(r.candidate, r.rank + 1, r.score)
         for r in ranked_functions(repo, "handle", "lookup")
     ))
-    # The module (rank 1) keeps its best line; handle, the first function
-    # within the first three ranks, is whole; lookup is dropped by the floor.
+    # The module (rank 1) has no line of its own that scores: dropped;
+    # handle, the first function within the first three ranks, is whole;
+    # lookup, third, a leader under the relative floor, its signature.
     excerpts = run(repo, ranked)
-    assert kept(excerpts)["auth.handle"] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert kept(excerpts) == {
+        "auth.handle": [1, 2, 3, 4, 5, 6, 7, 8, 9], "auth.lookup": [12, 13, 14, 15],
+    }
     # Only within whole_function_within: at 1, handle is a signature.
     assert kept(run(repo, ranked, whole_function_within=1))["auth.handle"] == [1]
 

@@ -100,10 +100,14 @@ multilingual, line recall -0.003 and equal).
 
 A candidate whose best line scores under ``prune_relative_floor`` of the
 best line of all candidates is dropped whole: it shares little of the
-goal, and its lines are noise. The rank-1 candidate is exempt (only the
-absolute ``prune_floor`` drops it): the ranking weighs evidence no single
-line shows (a stack frame, the repository's history), and what it ranks
-first must reach the slice.
+goal, and its lines are noise. The first ``leader_ranks`` candidates are
+exempt (only the absolute ``prune_floor`` drops them): the ranking weighs
+evidence no single line shows (a stack frame, the repository's history, a
+call from the leader), and what it ranks among the first must reach the
+slice, where the rules above decide how much of it is shown (a small
+leading type whole: fmt's ``formatter`` specialisation ranked third, whose
+lines the task's words hardly touch, held the change; held out, Loc-Bench
+line recall +0.011, docs/benchmarks.md, stop 59).
 """
 
 from __future__ import annotations
@@ -172,8 +176,9 @@ def prune(
     for item, text, scores in zip(ranked, texts, line_scores, strict=True):
         best = max(scores, default=0.0)
         # The floor weighs single lines, the ranking whole candidates: what
-        # ranks first stays whenever a line of it serves the goal at all.
-        if best < floor and not (item.rank == 1 and best > settings.prune_floor):
+        # ranks among the leaders stays whenever a line of it serves the goal at all.
+        leading = item.rank <= settings.leader_ranks
+        if best < floor and not (leading and best > settings.prune_floor):
             continue
         shapes.append(_Shapes(item, text, scores, repo, settings))
     if settings.slice_shape == SIGNATURES:
