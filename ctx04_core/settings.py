@@ -347,9 +347,11 @@ class Settings:
     # 108 Python and 179 multilingual training tasks (docs/benchmarks.md,
     # "Leaders' lines with their neighbours"); dev, read once: line recall
     # 0.513 -> 0.513 Python, 0.229 -> 0.243 multilingual, irrelevant 0.793
-    # -> 0.793 and 0.809 -> 0.790, every ranking metric equal. The leaders
-    # are also exempt from prune_relative_floor (stop 59; docs/benchmarks.md,
-    # "Leaders past the relative floor").
+    # -> 0.793 and 0.809 -> 0.790, every ranking metric equal. A leader whose
+    # body the score share wants but does not fit grows the same way, or
+    # shows its best lines; the leaders are exempt from prune_relative_floor
+    # (stop 59; docs/benchmarks.md, "Leaders: past the relative floor, and
+    # too long for a body").
     leader_ranks: int = 3
     leader_line_ratio: float = 0.5
     leader_line_context: int = 2

@@ -174,12 +174,40 @@ def test_headings_that_run_out_still_leave_the_planned_bodies_whole(shop: Repo) 
     assert context.tokens == 213
 
 
-def test_a_body_past_the_length_cap_stays_a_signature(shop: Repo) -> None:
+def test_a_body_past_the_length_cap_is_never_whole(shop: Repo) -> None:
     order = ranked(shop, ("shop.cart.Cart.add", 10.0), ("shop.cart.Cart.total", 9.0))
-    for cap, total_shown in ((None, "whole"), (6, "whole"), (5, "signature")):
+    for cap, total_shown in ((None, "whole"), (6, "whole"), (5, "pruned")):
         excerpts = pruned(shop, order, Settings(slice_shape="value", whole_body_max_lines=cap))
         # total has six own lines; the leader is whole as in "signatures".
         assert [e.shown_as for e in excerpts] == ["whole", total_shown]
+    # Past leader_ranks, a body past the cap is its signature.
+    excerpts = pruned(
+        shop, order, Settings(slice_shape="value", whole_body_max_lines=5, leader_ranks=1)
+    )
+    assert [e.shown_as for e in excerpts] == ["whole", "signature"]
+
+
+def test_a_leader_too_long_for_its_body_shows_its_best_lines(shop: Repo) -> None:
+    order = ranked(shop, ("shop.cart.Cart.add", 10.0), ("shop.cart.Cart.total", 9.0))
+    # total (rank 2, 0.9 of the best score) is wanted whole, a slice of 206
+    # tokens that a budget of 220 holds. At 210 the body does not fit, nor
+    # its best line (46) with two lines either side: its signature and best
+    # line do.
+    context = sliced(shop, order, 210)
+    assert shown(context) == [
+        ("shop.cart.Cart.add", "whole", [28, 29, 30, 31, 32], True),
+        ("shop.cart.Cart.total", "pruned", [41, 46], True),
+    ]
+    assert context.tokens == 161
+    # Past the length cap its neighbours fit too: the whole of a six-line body
+    # shown as the lines near its best.
+    context = sliced(shop, order, 4000, whole_body_max_lines=5)
+    assert shown(context)[1] == (
+        "shop.cart.Cart.total", "pruned", [41, 42, 43, 44, 45, 46], True
+    )
+    # Past leader_ranks it stays a signature.
+    context = sliced(shop, order, 210, leader_ranks=1)
+    assert shown(context)[1] == ("shop.cart.Cart.total", "signature", [41], True)
 
 
 def test_the_json_says_how_each_candidate_was_shown(tmp_path: Path) -> None:
@@ -234,11 +262,13 @@ def test_a_small_leading_class_is_shown_whole_its_methods_not_twice(shop: Repo) 
         ("shop.pricing.round_money", "signature", [12], True),
     ]
     assert context.tokens == 204
-    # Room for the signatures but not Cart's lines: its signature.
+    # Room for the signatures but not Cart's lines: a leader the score share
+    # wants whole, too long for what is left, its best line (the docstring)
+    # and its neighbours.
     for cap in (26, 27):
         context = sliced(shop, order, 200, type_span_max_lines=cap)
-        assert shown(context)[0] == ("shop.cart.Cart", "signature", [20], True)
-        assert context.tokens == 176
+        assert shown(context)[0] == ("shop.cart.Cart", "pruned", [20, 21, 22], True)
+        assert context.tokens == 189
 
 
 def test_a_class_ranked_below_the_first_keeps_its_signature(shop: Repo) -> None:

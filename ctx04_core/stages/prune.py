@@ -54,8 +54,12 @@ lines scoring at least ``leader_line_ratio`` of its best, each with
 ``leader_line_context`` lines either side, when the difference fits: in a
 long function or a file's own lines the change is often a few lines from
 the line that matches the task rather than on it (on the training tasks a
-535-line method's best line was four lines above the change). Signatures
-do not grow: that would show bodies the score share refused.
+535-line method's best line was four lines above the change). So does a
+leader whose body the score share wanted but which is too long for what is
+left (a C program's 486-line ``main``), or else shows its best lines alone:
+its signature alone hid the lines to change (stop 59: dev multilingual
+line recall +0.007, jq-2919 0 -> 0.52). Other signatures do not grow: that
+would show bodies the score share refused.
 
 A slice in doubt shows more: when the learned order is not sure of its
 most probable candidate, which is sure when that candidate has a
@@ -283,10 +287,11 @@ def _value_shape(
     small types among the leaders as their spans, then whole
     bodies of the definitions within ``value_ranks`` or in the files of the
     first ``value_files`` candidates with a score near the best, in rank
-    order, then the best lines of the leaders still cut to them with their
-    neighbours, then, in doubt, the bodies the learned order finds probable
-    enough, among the candidates and then in its reserve, and the leading
-    file's head, each while what it adds fits what is left of the budgets."""
+    order, then the best lines of the leaders still cut to them, or wanted
+    whole and too long, with their neighbours, then, in doubt, the bodies
+    the learned order finds probable enough, among the candidates and then
+    in its reserve, and the leading file's head, each while what it adds
+    fits what is left of the budgets."""
     excerpts = _signatures_shape(shapes, ranked, settings)
     doubt = _in_doubt(ranked, settings)
     improbable = _improbable_in_sure_slice(doubt, settings)
@@ -310,24 +315,33 @@ def _value_shape(
     best = max((r.score for r in ranked), default=0.0)
     leading_files = {r.candidate.span.path for r in ranked[: settings.value_files]}
     shown_whole = _small_types_whole(shapes[:planned], excerpts, room)
-    _bodies_whole(
-        shapes[:planned], excerpts, room, shown_whole, settings,
-        lambda shape: _worth_whole(shape, best, leading_files, settings)
-        and not improbable(shape.item),
-    )
+
+    def worth(shape: _Shapes) -> bool:
+        return _worth_whole(shape, best, leading_files, settings) and not improbable(shape.item)
+
+    _bodies_whole(shapes[:planned], excerpts, room, shown_whole, settings, worth)
     # In a leader cut to its best lines (a body too long for the budget, a
     # module's own lines) the change is often a few lines from a line that
-    # matches the task. Signatures stay: growing them too showed bodies the
-    # score share had refused, and raised the irrelevant share.
+    # matches the task. Signatures the score share refused stay: growing them
+    # too raised the irrelevant share.
     for i, shape in enumerate(shapes[:planned]):
         if (
-            shape.item.rank <= settings.leader_ranks and excerpts[i].shown_as == PRUNED
-            and not _inside(shape.item.candidate.span, shown_whole)
-            and not improbable(shape.item)
+            shape.item.rank > settings.leader_ranks or improbable(shape.item)
+            or _inside(shape.item.candidate.span, shown_whole)
         ):
-            grown = shape.near_good_lines()
+            continue
+        if excerpts[i].shown_as == PRUNED:
+            growths: tuple[Excerpt, ...] = (shape.near_good_lines(),)
+        elif excerpts[i].shown_as == SIGNATURE and worth(shape):
+            # A body the score share wanted, too long for what is left: its
+            # best lines, with their neighbours when those fit.
+            growths = (shape.near_good_lines(), shape.pruned())
+        else:
+            continue
+        for grown in growths:
             if len(grown.lines) > len(excerpts[i].lines) and room.replace(excerpts[i], grown):
                 excerpts[i] = grown
+                break
     if doubt:
         _bodies_whole(
             shapes[:planned], excerpts, room, shown_whole, settings,
