@@ -111,6 +111,9 @@ class Candidate:
     # The task points at this place itself (a stack frame, a link to its
     # lines), not at a term it contains.
     pointed_at: bool = False
+    # The lines of it the task points at (a frame's line, a link's lines),
+    # sorted; none when it names the place by a name only.
+    pointed_lines: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

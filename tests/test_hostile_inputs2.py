@@ -140,7 +140,7 @@ def test_the_linear_patterns_take_what_they_took_on_ordinary_text() -> None:
     assert query.test_names == ("std::vec::Vec", "tests/test_a.py::test_b", "a::b::c")
     assert query.file_paths == ("tests/test_a.py", "a.py", "src/app.py", "lib/x.tsx")
     assert frames("/x/a.rb:12:in `m'\n  --> src/main.rs:10:5\n/x/a.rs:3") == [
-        ("/x/a.rb", 12, "m"), ("src/main.rs", 10, ""), ("x/a.rs", 3, ""),
+        ("/x/a.rb", 12, "m", 12), ("src/main.rs", 10, "", 10), ("x/a.rs", 3, "", 3),
     ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -55,18 +56,20 @@ def hit(line: int, term: str, source: str = "ripgrep", path: str = STORE_PATH) -
 def test_body_hit_and_definition_collapse_into_one_entry(repo: Repo) -> None:
     definition = Candidate(
         Span(STORE_PATH, 9, 14), "method", REMEMBER, ("api-desc",), recall_score=2.5,
-        pointed_at=True,
+        pointed_at=True, pointed_lines=(13,),
     )
-    assert merge([hit(11, "text"), definition], repo) == (
+    frame = replace(definition, sources=("traceback",), pointed_lines=(12, 13))
+    assert merge([hit(11, "text"), definition, frame], repo) == (
         Candidate(
             Span(STORE_PATH, 9, 14),
             "method",
             REMEMBER,
-            ("api-desc", "ripgrep"),  # sources sorted: hook order is the installation's
+            ("api-desc", "ripgrep", "traceback"),  # sorted: hook order is the installation's
             ("text",),
             (11,),
             2.5,
             True,
+            (12, 13),
         ),
     )
 

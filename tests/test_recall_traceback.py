@@ -10,6 +10,7 @@ import pytest
 from conftest import make_git_repo
 from ctx04_recall_traceback import frames
 
+from ctx04_core.pipeline import retrieve
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.query import build_query
@@ -80,6 +81,51 @@ def test_no_frames_no_candidates(tmp_path: Path, indexed: Indexed) -> None:
     assert traceback.recall(query=query, repo=repo, settings=Settings()) is None
 
 
+COLOUR = {
+    "pkg/__init__.py": "",
+    "pkg/colour.py": (
+        "def plain():\n"
+        "    return 0\n"
+        "\n"
+        "\n"
+        "# The colour of a status code.\n"
+        "def colour(code):\n"
+        "    if code < 200:\n"
+        "        return 'red'\n"
+        "    return 'white'\n"
+    ),
+}
+LINK = "https://github.com/acme/app/blob/0a1b2c/pkg/colour.py"
+
+
+@pytest.mark.parametrize(("links", "expected"), [
+    # From the comment above colour: the function, not the module the comment
+    # lies in; the comment's line is none of colour's.
+    ((f"{LINK}#L5-L9",), ("pkg.colour.colour", (6, 7, 8, 9))),
+    ((f"{LINK}#L8",), ("pkg.colour.colour", (8,))),
+    # Two links into one function: one candidate pointing at both.
+    ((f"{LINK}#L9", f"{LINK}#L7"), ("pkg.colour.colour", (7, 9))),
+    # Under half of the range in colour: the module holds it.
+    ((f"{LINK}#L1-L7",), ("pkg.colour", (1, 2, 3, 4, 5, 6, 7))),
+], ids=["range", "line", "two-links", "across"])
+def test_a_link_points_at_the_definition_holding_most_of_its_lines(
+    tmp_path: Path, indexed: Indexed, links: tuple[str, ...], expected: tuple[str, tuple[int, ...]]
+) -> None:
+    repo = indexed(make_git_repo(tmp_path / "r", COLOUR))
+    result = recall(repo, "Status codes under 200 are red, see " + " and ".join(links))
+    assert [(c.qualname, c.pointed_lines) for c in result.candidates] == [expected]
+
+
+def test_a_frame_from_another_version_points_at_no_line(tmp_path: Path, indexed: Indexed) -> None:
+    # The frame names colour, at a line past its end in this tree.
+    repo = indexed(make_git_repo(tmp_path / "r", COLOUR))
+    error = 'Traceback (most recent call last):\n  File "pkg/colour.py", line 40, in colour\n'
+    result = recall(repo, "It fails", error)
+    assert [(c.qualname, c.pointed_at, c.pointed_lines) for c in result.candidates] == [
+        ("pkg.colour.colour", True, ()),
+    ]
+
+
 def test_repo_path_takes_the_longest_suffix_in_the_repository() -> None:
     paths = frozenset({"pkg/loader.py", "loader.py", "src/pkg/loader.py"})
     assert traceback.repo_path("/x/src/pkg/loader.py", paths) == "src/pkg/loader.py"
@@ -93,51 +139,79 @@ def test_repo_path_takes_the_longest_suffix_in_the_repository() -> None:
         'Exception in thread "main" java.lang.IllegalStateException: boom\n'
         "\tat com.google.gson.internal.bind.TypeAdapters$16.write(TypeAdapters.java:451)\n"
         "\tat com.google.gson.Gson.<init>(Gson.java:120)\n",
-        [("com/google/gson/internal/bind/TypeAdapters.java", 451, "write"),
-         ("com/google/gson/Gson.java", 120, "")],
+        [("com/google/gson/internal/bind/TypeAdapters.java", 451, "write", 451),
+         ("com/google/gson/Gson.java", 120, "", 120)],
     ),
     (
         "TypeError: Cannot read properties of undefined\n"
         "    at Object.mergeConfig (/app/node_modules/axios/lib/core/mergeConfig.js:19:30)\n"
         "    at /app/lib/adapters/http.js:88:5\n"
         "    at async Axios.request (file:///app/lib/core/Axios.js:45:12)\n",
-        [("/app/node_modules/axios/lib/core/mergeConfig.js", 19, "mergeConfig"),
-         ("/app/lib/adapters/http.js", 88, ""), ("/app/lib/core/Axios.js", 45, "request")],
+        [("/app/node_modules/axios/lib/core/mergeConfig.js", 19, "mergeConfig", 19),
+         ("/app/lib/adapters/http.js", 88, "", 88), ("/app/lib/core/Axios.js", 45, "request", 45)],
     ),
     (
         "goroutine 1 [running]:\ngithub.com/gin-gonic/gin.(*Context).Next(...)\n"
         "\t/go/src/github.com/gin-gonic/gin/context.go:165 +0x3b\nmain.main()\n"
         "\t/app/main.go:12 +0x1d\n",
-        [("/go/src/github.com/gin-gonic/gin/context.go", 165, "Next"),
-         ("/app/main.go", 12, "main")],
+        [("/go/src/github.com/gin-gonic/gin/context.go", 165, "Next", 165),
+         ("/app/main.go", 12, "main", 12)],
     ),
     (
         "thread 'main' panicked at src/parser.rs:88:14:\nindex out of bounds\n"
         "   3: nu_parser::parse::parse_block\n"
         "             at ./crates/nu-parser/src/parse.rs:120:9\n",
-        [("./crates/nu-parser/src/parse.rs", 120, "parse_block"), ("src/parser.rs", 88, "")],
+        [("./crates/nu-parser/src/parse.rs", 120, "parse_block", 120),
+         ("src/parser.rs", 88, "", 88)],
     ),
     (
         "lib/fluent/config.rb:12:in `block in parse': bad (RuntimeError)\n"
         "\tfrom /gems/faker/lib/faker/name.rb:30:in 'Faker::Name#first_name'\n",
-        [("lib/fluent/config.rb", 12, "parse"),
-         ("/gems/faker/lib/faker/name.rb", 30, "first_name")],
+        [("lib/fluent/config.rb", 12, "parse", 12),
+         ("/gems/faker/lib/faker/name.rb", 30, "first_name", 30)],
     ),
     (
         "PHP Fatal error:  Uncaught Exception in /var/www/src/Kernel.php:55\n"
         "#0 /var/www/src/Http/Request.php(120): App\\Http\\Request->input('x')\n#1 {main}\n",
-        [("/var/www/src/Http/Request.php", 120, "input"), ("var/www/src/Kernel.php", 55, "")],
+        [("/var/www/src/Http/Request.php", 120, "input", 120),
+         ("var/www/src/Kernel.php", 55, "", 55)],
     ),
     (
         "#0 0x4005d4 in fmt::v9::detail::write_int /src/fmt/include/fmt/format.h:2045:3\n"
         "#1 0x400abc in main /src/test.cc:10\n",
-        [("/src/fmt/include/fmt/format.h", 2045, "write_int"), ("/src/test.cc", 10, "main")],
+        [("/src/fmt/include/fmt/format.h", 2045, "write_int", 2045),
+         ("/src/test.cc", 10, "main", 10)],
     ),
     (
         "see https://github.com/acme/app/blob/main/pkg/loader.py#L5-L6 and\n"
         "https://gitlab.com/g/p/-/blob/release/1.2/src/x.rs#L9, not src/y.rs#L3\n",
-        [("pkg/loader.py", 5, ""), ("1.2/src/x.rs", 9, "")],
+        [("pkg/loader.py", 5, "", 6), ("1.2/src/x.rs", 9, "", 9)],
     ),
 ], ids=["java", "node", "go", "rust", "ruby", "php", "native", "permalink"])
-def test_frames_of_each_runtime(trace: str, expected: list[tuple[str, int, str]]) -> None:
+def test_frames_of_each_runtime(trace: str, expected: list[tuple[str, int, str, int]]) -> None:
     assert frames(trace) == expected
+
+
+def test_the_slice_shows_the_lines_a_link_points_at(tmp_path: Path) -> None:
+    # send is 62 lines, too long for the budget: it is cut to its best lines
+    # (its signature and the line with the task's word "wire") and their
+    # neighbours; the linked lines 40-42, which share no word with the task,
+    # come with them. The optional plugins are off, as in a default install.
+    steps = "    value = value.grow()\n" * 60
+    root = make_git_repo(tmp_path / "r", {
+        "pkg/__init__.py": "",
+        "pkg/adapter.py": "def send(value):\n    wire = value.wire()\n" + steps,
+    })
+    link = "https://github.com/acme/app/blob/0a1b2c/pkg/adapter.py#L40-L42"
+    shown = {}
+    for task in ("Sending breaks on the wire", f"Sending breaks on the wire, see {link}"):
+        result = retrieve(
+            task, root, settings=Settings(budget_tokens=200), index_dir=tmp_path / "ix",
+            disable=["dependence", "meaning", "pin"],
+        )
+        entry = result.context.entries[0]
+        shown[task] = (entry.excerpt.shown_as, [n for n, _ in entry.excerpt.lines], entry.included)
+    assert list(shown.values()) == [
+        ("pruned", [1, 2, 3, 4], True),
+        ("pruned", [1, 2, 3, 4, 40, 41, 42], True),
+    ]

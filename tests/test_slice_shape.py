@@ -154,6 +154,17 @@ def test_a_leader_too_large_for_the_budget_falls_back_to_its_best_lines(shop: Re
         assert context.tokens <= budget
 
 
+def test_a_line_the_task_points_at_is_shown_with_the_best_lines(shop: Repo) -> None:
+    # A stack frame's line in add (31, whose words the task does not use) joins
+    # its best lines when the body does not fit; a pointed line outside the
+    # candidate's own lines (total's 43) shows nothing of it.
+    add, total = ranked(shop, ("shop.cart.Cart.add", 1.0), ("shop.cart.Cart.total", 0.1))
+    add = replace(add, candidate=replace(add.candidate, pointed_lines=(31, 43)))
+    context = sliced(shop, (add, total), 120)
+    assert shown(context)[0] == ("shop.cart.Cart.add", "pruned", [28, 29, 31], True)
+    assert context.tokens == 103  # within the budget of 120
+
+
 def test_headings_that_run_out_still_leave_the_planned_bodies_whole(shop: Repo) -> None:
     # 160 heading bytes hold two headings (total's 73, add's about 70): the
     # plan stops at round_money, but add's body costs tokens, not headings,

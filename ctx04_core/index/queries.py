@@ -159,9 +159,18 @@ class IndexQueries:
         )
         return list(nodes)
 
-    def innermost(self, path: str, line: int) -> Node | None:
-        """The smallest definition containing ``line``, else the module, else None."""
-        holding = [n for n in self.file_nodes(path) if n.span.start_line <= line <= n.span.end_line]
+    def innermost(self, path: str, line: int, last_line: int | None = None) -> Node | None:
+        """The smallest definition containing ``line``, else the module, else None.
+
+        With ``last_line``, the smallest holding at least half of the lines
+        ``line`` to ``last_line``: a link to lines of a file often starts at
+        the comment above the definition it shows, which lies in the container."""
+        last = line if last_line is None else max(line, last_line)
+        needed = (last - line + 2) // 2
+        holding = [
+            n for n in self.file_nodes(path)
+            if min(last, n.span.end_line) - max(line, n.span.start_line) + 1 >= needed
+        ]
         return min(holding, key=_innermost_first, default=None)
 
     def children(self, node: Node) -> list[Node]:

@@ -123,6 +123,7 @@ def _combine(group: Sequence[Candidate], span: Span) -> Candidate:
         hit_lines=tuple(sorted({n for c in group for n in c.hit_lines})),
         recall_score=max(c.recall_score for c in group),
         pointed_at=any(c.pointed_at for c in group),
+        pointed_lines=tuple(sorted({n for c in group for n in c.pointed_lines})),
     )
 
 

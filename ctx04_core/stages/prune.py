@@ -5,6 +5,11 @@ Each line is scored by the BM25 contribution of its tokens against the goal
 the ranked candidates' own texts, so a term common to every candidate counts
 for little; a line's length is compared with the mean of its candidate's
 lines that have any token, so blank and bracket-only lines do not shorten it.
+A candidate's best lines are those tying for its best score and the lines
+the task points at (``Candidate.pointed_lines``: a stack frame's line, a
+link's lines), whose words need not be the task's: the reporter read the
+fault there (axios-5316 linked lines 236-251 of a 499-line function, which
+showed its two best-matching lines elsewhere).
 
 How the budget is spent is ``slice_shape``. ``"signatures"`` orients: the
 best-ranked function or method, when it ranks within the first
@@ -206,7 +211,9 @@ class _Shapes:
         self.scores = scores
         self.signature = _signature(item, repo)
         self.statements = repo.index.multiline_statements(item.candidate.span.path)
-        self.best_lines = self._scoring(settings.prune_ratio)
+        # The lines the task points at (a stack frame's, a link's) are shown
+        # whatever their words: the reporter read them there.
+        self.best_lines = self._scoring(settings.prune_ratio) | set(item.candidate.pointed_lines)
         self.settings = settings
 
     def whole(self) -> Excerpt:

@@ -7,25 +7,31 @@ tracebacks, Java (``at a.b.C.m(C.java:12)``), Node (``at f (/x/a.js:3:9)``),
 Go (``pkg.(*T).M(...)`` over ``\t/x/t.go:12 +0x1d``), Rust backtraces and
 panics, Ruby (``/x/a.rb:12:in 'm'``), PHP (``#0 /x/A.php(12): A->m()``),
 gdb and sanitizer frames for C and C++ (``#1 0x.. in f /x/a.c:12``), a
-code host's permalink to a line (``/blob/main/a/b.py#L12``) and, last, any
-``path.ext:line`` of those languages (compiler messages). The frame's path
-is matched to a repository file by its longest suffix (installed copies and
-other machines' checkouts put the package under another root), and the
-frame's function to the definition of that name in the file, or else to
-the innermost definition holding the line (the reporter's line numbers may
-come from another version).
+code host's permalink to lines (``/blob/main/a/b.py#L12-L20``) and, last,
+any ``path.ext:line`` of those languages (compiler messages). The frame's
+path is matched to a repository file by its longest suffix (installed
+copies and other machines' checkouts put the package under another root),
+and the frame's function to the definition of that name in the file, or
+else to the innermost definition holding the line (a link's lines: the
+innermost holding at least half of them, since a link often starts at the
+comment above what it shows). The reporter's line numbers may come from
+another version, so a frame's lines outside its definition are dropped.
 
 Frames are read from the latest error, then the task text; the frame
 nearest the failure comes first (the last of a Python traceback, the first
 of the others). Cap: at most ``settings.traceback_limit`` definitions.
 Each is ``pointed_at``: the task names the place itself, which the re-rank
-weighs (``settings.location_boost``).
+weighs (``settings.location_boost``); its ``pointed_lines`` are the frame's
+line or the link's lines inside it, which the prune shows with its best
+lines (gin-3741: a link to a function's lines 81-95 was read as line 81, a
+comment in the module, and the changed line four below was never shown).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.repository import Repo
@@ -85,7 +91,7 @@ RUNTIMES = (
     # in any language; a ref with a slash joins the path, which the longest
     # suffix match ignores.
     Runtime("permalink", re.compile(
-        r"/(?:blob|tree)/[^/\s]+/(?P<path>[^\s#?]+)#L(?P<line>\d+)"
+        r"/(?:blob|tree)/[^/\s]+/(?P<path>[^\s#?]+)#L(?P<line>\d+)(?:-L(?P<last_line>\d+))?"
     )),
     # Anything else that points at a line: a Rust panic, a compiler error, a Go test.
     # A path starts after a character no path holds, or after a "/" that follows
@@ -98,11 +104,20 @@ RUNTIMES = (
 _CLOSURE = re.compile(r"^(?:(?:block|rescue|ensure)(?: \(\d+ levels\))? in )+")
 
 
-def frames(text: str) -> list[tuple[str, int, str]]:
-    """(path, line, function) of each frame in ``text``, innermost first, by
-    runtime in :data:`RUNTIMES` order; ``function`` is "" where a frame names
-    none, or an anonymous one."""
-    found: list[tuple[str, int, str]] = []
+class Frame(NamedTuple):
+    """A place an error or a link names: ``function`` is "" where it names
+    none, or an anonymous one; ``last_line`` is ``line`` but for a link to
+    several lines."""
+
+    path: str
+    line: int
+    function: str
+    last_line: int
+
+
+def frames(text: str) -> list[Frame]:
+    """Each frame in ``text``, innermost first, by runtime in :data:`RUNTIMES` order."""
+    found: list[Frame] = []
     # Text a runtime's frame took is not read again by a later, looser pattern
     # (``Gson.java:12`` of a Java frame is not also a bare location).
     taken: list[tuple[int, int]] = []
@@ -117,10 +132,12 @@ def frames(text: str) -> list[tuple[str, int, str]]:
     return found
 
 
-def _frame(match: re.Match[str]) -> tuple[str, int, str]:
+def _frame(match: re.Match[str]) -> Frame:
     groups = match.groupdict()
     path = (groups.get("package") or "").replace(".", "/") + match.group("path")
-    return path, int(match.group("line")), _function_name(groups.get("function") or "")
+    line = int(match.group("line"))
+    last_line = max(line, int(groups.get("last_line") or line))
+    return Frame(path, line, _function_name(groups.get("function") or ""), last_line)
 
 
 def _function_name(raw: str) -> str:
@@ -139,12 +156,14 @@ def repo_path(frame_path: str, paths: frozenset[str]) -> str | None:
     return None
 
 
-def frame_node(repo: Repo, path: str, line: int, function: str) -> Node | None:
-    named = [n for n in repo.index.file_nodes(path) if n.name == function and n.kind != "module"]
-    holding = [n for n in named if n.span.start_line <= line <= n.span.end_line]
+def frame_node(repo: Repo, path: str, frame: Frame) -> Node | None:
+    named = [
+        n for n in repo.index.file_nodes(path) if n.name == frame.function and n.kind != "module"
+    ]
+    holding = [n for n in named if n.span.start_line <= frame.line <= n.span.end_line]
     if holding or len(named) == 1:
         return (holding or named)[0]
-    return repo.index.innermost(path, line)
+    return repo.index.innermost(path, frame.line, frame.last_line)
 
 
 @hookimpl
@@ -153,18 +172,27 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
     if not stack:
         return None
     paths = repo.index.paths()
-    seen: set[tuple[str, int]] = set()
-    candidates: list[Candidate] = []
-    for frame_path, line, function in stack:
-        path = repo_path(frame_path, paths)
-        node = frame_node(repo, path, line, function) if path else None
-        if node is None or (node.span.path, node.span.start_line) in seen:
+    # Per definition, in the order first met: its candidate so far.
+    found: dict[tuple[str, int], Candidate] = {}
+    for frame in stack:
+        path = repo_path(frame.path, paths)
+        node = frame_node(repo, path, frame) if path else None
+        if node is None:
             continue
-        seen.add((node.span.path, node.span.start_line))
-        candidates.append(Candidate(
-            span=node.span, kind=node.kind, qualname=node.qualname, sources=(SOURCE,),
-            terms=(function,) if function else (), pointed_at=True,
-        ))
-        if len(candidates) == settings.traceback_limit:
-            break
-    return Recall(source=SOURCE, candidates=tuple(candidates))
+        span = node.span
+        lines = range(max(frame.line, span.start_line), min(frame.last_line, span.end_line) + 1)
+        key = (span.path, span.start_line)
+        if key in found:  # another frame, or another link, in the same definition
+            met = found[key]
+            found[key] = replace(
+                met, pointed_lines=tuple(sorted({*met.pointed_lines, *lines}))
+            )
+            continue
+        if len(found) == settings.traceback_limit:
+            continue
+        found[key] = Candidate(
+            span=span, kind=node.kind, qualname=node.qualname, sources=(SOURCE,),
+            terms=(frame.function,) if frame.function else (), pointed_at=True,
+            pointed_lines=tuple(lines),
+        )
+    return Recall(source=SOURCE, candidates=tuple(found.values()))
