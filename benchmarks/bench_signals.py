@@ -29,7 +29,9 @@ sets, measured in the same process one after the other:
   ``sure_margin = 1``);
 - no callees: with the margin, without the definitions the leading
   functions call proposed after the first ranking (``callee_ranks = 0``);
-- default: the same with those too (the default);
+- three leaders: with the callees, the slice's leaders as before stop 60
+  (``leader_ranks = 3``);
+- default: the same with five leaders (the default);
 - + meaning: the default install and the optional ``meaning`` plugin, whose
   vectors are read from the index (made when it is built with the plugin
   enabled, or by the untimed warm-up for an index built without it).
@@ -74,6 +76,7 @@ PLUGIN_SETS: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
     "probability alone": (("pin", "meaning", "dependence"),
                           {"doubt_probability": 0.35, "sure_margin": 1.0}),
     "no callees": (("pin", "meaning", "dependence"), {"callee_ranks": 0}),
+    "three leaders": (("pin", "meaning", "dependence"), {"leader_ranks": 3}),
     "default": (("pin", "meaning", "dependence"), {}),
     "+ meaning": (("pin", "dependence"), {}),
 }
