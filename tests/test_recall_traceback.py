@@ -116,6 +116,18 @@ def test_a_link_points_at_the_definition_holding_most_of_its_lines(
     assert [(c.qualname, c.pointed_lines) for c in result.candidates] == [expected]
 
 
+def test_a_link_mostly_past_the_end_of_the_file_points_nowhere(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    # Lines 8-40 of a 9-line file: another version's; not even the module
+    # holds half of them.
+    repo = indexed(make_git_repo(tmp_path / "r", COLOUR))
+    query = build_query(f"see {LINK}#L8-L40", names=repo.index.names(), settings=Settings())
+    assert traceback.recall(query=query, repo=repo, settings=Settings()) == Recall(
+        source="traceback", candidates=()
+    )
+
+
 def test_a_frame_from_another_version_points_at_no_line(tmp_path: Path, indexed: Indexed) -> None:
     # The frame names colour, at a line past its end in this tree.
     repo = indexed(make_git_repo(tmp_path / "r", COLOUR))

@@ -163,8 +163,10 @@ class IndexQueries:
         """The smallest definition containing ``line``, else the module, else None.
 
         With ``last_line``, the smallest holding at least half of the lines
-        ``line`` to ``last_line``: a link to lines of a file often starts at
-        the comment above the definition it shows, which lies in the container."""
+        ``line`` to ``last_line`` (None when not even the module does: the
+        lines are mostly past the file's end): a link to lines of a file
+        often starts at the comment above the definition it shows, which lies
+        in the container."""
         last = line if last_line is None else max(line, last_line)
         needed = (last - line + 2) // 2
         holding = [
