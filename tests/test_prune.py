@@ -81,7 +81,7 @@ def test_rank_one_function_is_whole_and_the_rest_keep_their_best_lines(repo: Rep
     assert kept(run(repo, ranked, leader_ranks=1)) == {
         "auth.handle": [1, 2, 3, 4, 5, 6, 7, 8, 9]
     }
-    # Without that floor, or among the leaders (the default, 3), lookup, a
+    # Without that floor, or among the leaders (the default, 5), lookup, a
     # neighbour of rank 2, is shown as its (decorated, multi-line) signature.
     for keeps in ({"prune_relative_floor": 0.0}, {}):
         assert kept(run(repo, ranked, **keeps)) == {
