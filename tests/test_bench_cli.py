@@ -251,7 +251,7 @@ def test_gaps(runs: Runs) -> None:
     assert done.returncode == 0, done.stderr
     rows = table(done.stdout)
     # The slices show every gold line (line recall 1.0): nothing is elsewhere.
-    assert rows["all"] == ["2", "1.000", *["0.000"] * 6]
+    assert rows["all"] == ["2", "1.000", *["0.000"] * 7]
     # Lines a rank shows, per instance (the records' shown lines above): rank
     # 1 shows 3 and 11 lines, ranks 2-3 two (signatures, leaders under the
     # prune's relative floor; one of the four irrelevant), rank 4 five. Gold

@@ -53,12 +53,47 @@ def test_each_gold_line_counts_once_in_the_first_place_that_holds_it() -> None:
     fifth, half = 1 / 5 / 3, 1 / 2 / 3
     assert places(RECORDS) == pytest.approx({
         "shown": fifth, "first candidate": fifth, "ranks 2-5": half, "past rank 5": fifth,
-        "shown file, no candidate": fifth, "ranked file, not shown": fifth,
-        "no candidate's file": half,
+        "member of a ranked container": 0.0, "shown file, no candidate": fifth,
+        "ranked file, not shown": fifth, "no candidate's file": half,
     })
     # The failed instance adds nothing, as it adds nothing to line recall.
     assert sum(places(RECORDS).values()) == pytest.approx(2 / 3)
     assert places([]) == dict.fromkeys(PLACES, 0.0)
+
+
+def symbol(path: str, qualname: str, kind: str, *runs: tuple[int, int]) -> dict[str, Any]:
+    return {"path": path, "qualname": qualname, "kind": kind, "region": [list(r) for r in runs]}
+
+
+def test_a_class_or_module_holds_only_its_own_gold_lines() -> None:
+    # m.py: the module's own lines are 1-9 and 60-70 (import at 3), class C
+    # 10-59 with own lines 10-19 and 41-59 (attribute at 12), methods C.f
+    # 20-30 (gold line 25) and C.g 31-40 (gold line 35). Ranked: the module
+    # first, C third, C.g eighth; C.f is no candidate. Nothing is shown.
+    record = {
+        "gold": {
+            "files": ["m.py"], "lines": {"m.py": [3, 12, 25, 35]},
+            "symbols": [
+                symbol("m.py", "m", "module", (1, 9), (60, 70)),
+                symbol("m.py", "m.C", "class", (10, 19), (41, 59)),
+                symbol("m.py", "m.C.f", "method", (20, 30)),
+                symbol("m.py", "m.C.g", "method", (31, 40)),
+            ],
+        },
+        "ranked": [
+            {**candidate(1, "m.py", 1, 70), "kind": "module", "qualname": "m"},
+            {**candidate(3, "m.py", 10, 59), "kind": "class", "qualname": "m.C"},
+            {**candidate(8, "m.py", 31, 40), "kind": "method", "qualname": "m.C.g"},
+        ],
+        "shown": [],
+    }
+    # 3: the module's own; 12: the class's own (the module's span holds it,
+    # as a member's line); 35: C.g's, eighth; 25: C.f's, inside both
+    # containers and held by neither.
+    assert places([record]) == pytest.approx({
+        **dict.fromkeys(PLACES, 0.0), "first candidate": 1 / 4, "ranks 2-5": 1 / 4,
+        "past rank 5": 1 / 4, "member of a ranked container": 1 / 4,
+    })
 
 
 def test_shown_lines_by_the_rank_of_their_candidate() -> None:

@@ -310,12 +310,14 @@ def gaps_command(
     """Where a run's slices miss the gold lines, and what each rank's shown lines hold.
 
     Places: each gold line once, in the first place that holds it (the slice
-    shows it; the whole span of the first candidate, of ranks 2-5, past 5
-    holds it; a file the slice shows, a ranked file it drops, a file no
-    candidate is in), as shares of each instance's gold lines averaged over
-    the run; "shown" is the run's line recall. A row per language when the
-    records carry one. Lines held by a leading candidate but not shown are
-    the slice's to win, lines in no candidate's file recall's.
+    shows it; the first candidate, one of ranks 2-5, one past 5 holds it, a
+    class or module only its own lines; a ranked class or module holds it in
+    a member no candidate is; a file the slice shows, a ranked file it
+    drops, a file no candidate is in), as shares of each instance's gold
+    lines averaged over the run; "shown" is the run's line recall. A row per
+    language when the records carry one. Lines held by a leading candidate
+    but not shown are the slice's to win; lines in a member no candidate is,
+    or in no candidate's file, the ranking's and recall's.
 
     By rank: the slice's lines by the rank of the candidate they show, then
     by what the slice added beside them (reserve: the learned order's

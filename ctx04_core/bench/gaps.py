@@ -4,14 +4,21 @@ Two readings of the records ``ctx04 eval --out`` writes (``ctx04 gaps``),
 for deciding what to work on next:
 
 - **Places.** Each gold line counts once, in the first place that holds it:
-  shown by the slice; inside the whole span of the first candidate; of a
-  candidate ranked 2-5; of one ranked past 5; in a file the slice shows but
-  no candidate's span; in a file some candidate is in but the slice does not
-  show; in a file no candidate is in. An instance's shares sum to 1 (to 0
-  when it failed or has no gold line) and are averaged over the instances,
-  as line recall is: the "shown" share is the run's line recall. A gold line
-  in a leading candidate's span that the slice does not show is the slice's
-  to win; one in no candidate's file is recall's.
+  shown by the slice; held by the first candidate; by a candidate ranked
+  2-5; by one ranked past 5; inside a ranked class or module only, in a
+  member of it that no candidate is; in a file the slice shows but no
+  candidate's span; in a file some candidate is in but the slice does not
+  show; in a file no candidate is in. A candidate holds a line in its span,
+  but a class or module (``CONTAINER_KINDS``) only a line of its own (one
+  whose gold symbol it is), not a line of a function or method inside it:
+  the slice shows such a container as its own lines, so a change in its
+  member is the ranking's or recall's to find, not the slice's. (A record
+  without candidates' kinds or gold symbols reads every span as held.) An
+  instance's shares sum to 1 (to 0 when it failed or has no gold line) and
+  are averaged over the instances, as line recall is: the "shown" share is
+  the run's line recall. A gold line held by a leading candidate that the
+  slice does not show is the slice's to win; one in no candidate's file is
+  recall's.
 - **By rank.** The slice's shown lines grouped by the rank of the candidate
   they show, then by what the slice added beside its candidates (the
   reserve's functions, the leading file's head, the signatures of called
@@ -33,10 +40,11 @@ from typing import Any
 
 from ctx04_core.bench.gold import Gold
 from ctx04_core.bench.metrics import EXTRAS, relevant_lines
+from ctx04_core.types import CONTAINER_KINDS
 
 PLACES = (
-    "shown", "first candidate", "ranks 2-5", "past rank 5", "shown file, no candidate",
-    "ranked file, not shown", "no candidate's file",
+    "shown", "first candidate", "ranks 2-5", "past rank 5", "member of a ranked container",
+    "shown file, no candidate", "ranked file, not shown", "no candidate's file",
 )
 # Rank groups of shown lines, best first: (name, first rank, last rank).
 RANK_GROUPS = (
@@ -126,24 +134,40 @@ class _Places:
         self.shown_files = {part["path"] for part in record["shown"]}
         self.ranked = sorted(record["ranked"], key=lambda r: r["rank"])
         self.ranked_files = {r["path"] for r in self.ranked}
+        # Each gold line's gold symbol (their regions are their own lines, disjoint).
+        self.owner: dict[Line, tuple[str, str | None]] = {
+            (symbol["path"], n): (symbol["path"], symbol["qualname"])
+            for symbol in record["gold"].get("symbols", ())
+            for first, last in symbol["region"] for n in range(first, last + 1)
+        }
 
     def first(self, line: Line) -> str:
         """The first of :data:`PLACES` that holds ``line``."""
         if line in self.shown:
             return "shown"
         path, number = line
-        best = next(
-            (r["rank"] for r in self.ranked
-             if r["path"] == path and r["start_line"] <= number <= r["end_line"]),
-            None,
-        )
+        spans = [r for r in self.ranked
+                 if r["path"] == path and r["start_line"] <= number <= r["end_line"]]
+        best = next((r["rank"] for r in spans if self._holds(r, line)), None)
         if best is not None:
             return "first candidate" if best == 1 else "ranks 2-5" if best <= 5 else "past rank 5"
+        if spans:
+            return "member of a ranked container"
         if path in self.shown_files:
             return "shown file, no candidate"
         if path in self.ranked_files:
             return "ranked file, not shown"
         return "no candidate's file"
+
+
+    def _holds(self, candidate: Mapping[str, Any], line: Line) -> bool:
+        """Whether a candidate whose span holds ``line`` holds it as the slice
+        shows it: a class or module only its own lines (see the module's
+        docstring); any candidate when the line's owner is not known."""
+        owner = self.owner.get(line)
+        if candidate.get("kind") not in CONTAINER_KINDS or owner is None:
+            return True
+        return owner == (candidate["path"], candidate.get("qualname"))
 
 
 def _group(rank: int | None, extra: str | None) -> str:
