@@ -338,14 +338,16 @@ def _value_shape(
         ):
             continue
         if excerpts[i].shown_as == PRUNED:
-            growths: tuple[Excerpt, ...] = (shape.near_good_lines(),)
-        elif excerpts[i].shown_as == SIGNATURE and worth(shape):
+            growths: tuple[Callable[[], Excerpt], ...] = (shape.near_good_lines,)
+        elif (excerpts[i].shown_as == SIGNATURE
+              and _worth_whole(shape, best, leading_files, settings)):
             # A body the score share wanted, too long for what is left: its
             # best lines, with their neighbours when those fit.
-            growths = (shape.near_good_lines(), shape.pruned())
+            growths = (shape.near_good_lines, shape.pruned)
         else:
             continue
-        for grown in growths:
+        for grow in growths:
+            grown = grow()
             if len(grown.lines) > len(excerpts[i].lines) and room.replace(excerpts[i], grown):
                 excerpts[i] = grown
                 break
