@@ -12,8 +12,9 @@ for deciding what to work on next:
   but a class or module (``CONTAINER_KINDS``) only a line of its own (one
   whose gold symbol it is), not a line of a function or method inside it:
   the slice shows such a container as its own lines, so a change in its
-  member is the ranking's or recall's to find, not the slice's. (A record
-  without candidates' kinds or gold symbols reads every span as held.) An
+  member is the ranking's or recall's to find, not the slice's
+  (``ranking.table.changed_lines_held``, the learned ranking's labels' rule;
+  a record without candidates' kinds reads every span as held). An
   instance's shares sum to 1 (to 0 when it failed or has no gold line) and
   are averaged over the instances, as line recall is: the "shown" share is
   the run's line recall. A gold line held by a leading candidate that the
@@ -40,7 +41,8 @@ from typing import Any
 
 from ctx04_core.bench.gold import Gold
 from ctx04_core.bench.metrics import EXTRAS, relevant_lines
-from ctx04_core.types import CONTAINER_KINDS
+from ctx04_core.ranking.table import changed_lines_held
+from ctx04_core.types import Span
 
 PLACES = (
     "shown", "first candidate", "ranks 2-5", "past rank 5", "member of a ranked container",
@@ -134,12 +136,7 @@ class _Places:
         self.shown_files = {part["path"] for part in record["shown"]}
         self.ranked = sorted(record["ranked"], key=lambda r: r["rank"])
         self.ranked_files = {r["path"] for r in self.ranked}
-        # Each gold line's gold symbol (their regions are their own lines, disjoint).
-        self.owner: dict[Line, tuple[str, str | None]] = {
-            (symbol["path"], n): (symbol["path"], symbol["qualname"])
-            for symbol in record["gold"].get("symbols", ())
-            for first, last in symbol["region"] for n in range(first, last + 1)
-        }
+        self.gold = Gold.from_json(record["gold"])
 
     def first(self, line: Line) -> str:
         """The first of :data:`PLACES` that holds ``line``."""
@@ -148,7 +145,13 @@ class _Places:
         path, number = line
         spans = [r for r in self.ranked
                  if r["path"] == path and r["start_line"] <= number <= r["end_line"]]
-        best = next((r["rank"] for r in spans if self._holds(r, line)), None)
+        # As the labels of the learned ranking read it: a class or module
+        # holds only its own changed lines.
+        best = next((
+            r["rank"] for r in spans
+            if number in changed_lines_held(self.gold, Span(path, r["start_line"], r["end_line"]),
+                                            r.get("kind", ""), r.get("qualname"))
+        ), None)
         if best is not None:
             return "first candidate" if best == 1 else "ranks 2-5" if best <= 5 else "past rank 5"
         if spans:
@@ -158,16 +161,6 @@ class _Places:
         if path in self.ranked_files:
             return "ranked file, not shown"
         return "no candidate's file"
-
-
-    def _holds(self, candidate: Mapping[str, Any], line: Line) -> bool:
-        """Whether a candidate whose span holds ``line`` holds it as the slice
-        shows it: a class or module only its own lines (see the module's
-        docstring); any candidate when the line's owner is not known."""
-        owner = self.owner.get(line)
-        if candidate.get("kind") not in CONTAINER_KINDS or owner is None:
-            return True
-        return owner == (candidate["path"], candidate.get("qualname"))
 
 
 def _group(rank: int | None, extra: str | None) -> str:
