@@ -108,6 +108,42 @@ diff --git a/old name.py b/renamed.py
     }
 
 
+def test_a_hunk_is_read_where_its_old_side_is() -> None:
+    # Headers written against another commit: the first hunk's old side is
+    # ten lines further down; the second is where it says; the third's old
+    # side is nowhere, so its header stands.
+    patch = """\
+diff --git a/m.txt b/m.txt
+--- a/m.txt
++++ b/m.txt
+@@ -3,3 +3,3 @@
+ line 13
+-line 14
++changed
+ line 15
+@@ -20,2 +20,3 @@
+ line 20
++added
+ line 21
+@@ -25,2 +26,2 @@
+-nowhere
++x
+ line 26
+diff --git a/twice.txt b/twice.txt
+--- a/twice.txt
++++ b/twice.txt
+@@ -4 +4 @@
+-same
++other
+"""
+    texts = {
+        "m.txt": "".join(f"line {n}\n" for n in range(1, 31)),
+        "twice.txt": "x\nsame\nx\nx\nx\nsame\nx\n",  # two lines off either way: the later
+    }
+    assert gold_lines(patch, texts.get) == {"m.txt": (14, 20, 25), "twice.txt": (6,)}
+    assert gold_lines(patch) == {"m.txt": (4, 20, 25), "twice.txt": (4,)}
+
+
 def test_a_file_that_does_not_parse_is_its_own_symbol() -> None:
     pm = plugin_manager()
     broken = "def f(:\n    pass\nx = 1\n"

@@ -4,7 +4,12 @@
   old side is not ``/dev/null``), in patch order;
 - gold lines: per file, the old-side lines the patch deletes or modifies;
   for a pure insertion (a run of added lines with no deleted line beside
-  it) the line before the insertion point, at least 1;
+  it) the line before the insertion point, at least 1. Each hunk is read
+  where its old side (context and deleted lines) is in the base file, as
+  ``git apply`` places it: where its header says, else at the nearest line
+  where the old side is (a patch written against a later commit has
+  headers tens of lines off: 7 of the 72 dev multilingual tasks), else
+  where its header says;
 - gold symbols: per gold line, the innermost function or method of the base
   file containing it, else the innermost type-like definition (a class, or
   another language's struct, enum, interface, trait, impl or namespace:
@@ -21,8 +26,8 @@ are symbols of their own), the whole file for ``(path, None)``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -84,25 +89,51 @@ class GoldError(ValueError):
     """The patch gives no gold: it edits no file that exists at the base commit."""
 
 
-def gold_lines(patch: str) -> dict[str, tuple[int, ...]]:
-    """Old-side gold lines of every file the patch edits that exists at base, in patch order."""
-    found: dict[str, set[int]] = {}
-    parser = _DiffParser(found)
+def gold_lines(
+    patch: str, read: Callable[[str], str | None] = lambda path: None
+) -> dict[str, tuple[int, ...]]:
+    """Old-side gold lines of every file the patch edits that exists at base, in
+    patch order; each hunk placed where ``read(path)`` (the base file's text, None
+    when unknown) holds its old side, as the module docstring says."""
+    parser = _DiffParser()
     for line in patch.splitlines():
         parser.feed(line)
     parser.close()
+    found: dict[str, set[int]] = {path: set() for path in parser.paths}
+    texts: dict[str, tuple[str, ...] | None] = {}
+    for hunk in parser.hunks:
+        if hunk.path not in texts:
+            text = read(hunk.path)
+            texts[hunk.path] = None if text is None else split_lines(text)
+        lines = texts[hunk.path]
+        shift = 0 if lines is None else _offset(tuple(hunk.old), hunk.first, lines)
+        found[hunk.path].update(max(1, n + shift) for n in hunk.gold)
     return {path: tuple(sorted(lines)) for path, lines in found.items()}
 
 
 def gold_from_patch(patch: str, tree: Path, pm: pluggy.PluginManager) -> Gold:
     """The gold files, lines and symbols of ``patch`` against the base tree at ``tree``."""
-    lines = gold_lines(patch)
+    lines = gold_lines(patch, lambda path: _tree_text(tree, path))
     if not lines:
         raise GoldError("the patch edits no file that exists at the base commit")
     symbols: list[GoldSymbol] = []
     for path, numbers in lines.items():
         symbols.extend(file_symbols(path, _tree_text(tree, path), numbers, pm))
     return Gold(tuple(lines), lines, tuple(symbols))
+
+
+def _offset(old: tuple[str, ...], first: int, lines: tuple[str, ...]) -> int:
+    """How many lines past ``first`` (negative: before it) the file holds a
+    hunk's old side: 0 where its header says, the nearest such place (later
+    first) when not, 0 when the file holds it nowhere."""
+    last = len(lines) - len(old) + 1  # the last line the old side may begin at
+    if not old or last < 1:
+        return 0
+    for distance in range(max(first - 1, last - first) + 1):
+        for start in (first + distance, first - distance):
+            if 1 <= start <= last and lines[start - 1:start - 1 + len(old)] == old:
+                return start - first
+    return 0
 
 
 def file_definitions(tree: Path, path: str, pm: pluggy.PluginManager) -> tuple[Node, ...]:
@@ -183,11 +214,20 @@ def _parse(path: str, text: str | None, pm: pluggy.PluginManager) -> ParsedFile 
     return parsed
 
 
-class _DiffParser:
-    """A unified diff, line by line, into old-side gold lines per file."""
+@dataclass
+class _Hunk:
+    path: str
+    first: int  # the old-side line the header gives the hunk's first old line
+    old: list[str] = field(default_factory=list)  # its context and deleted lines, in order
+    gold: set[int] = field(default_factory=set)  # its gold lines, numbered from ``first``
 
-    def __init__(self, found: dict[str, set[int]]) -> None:
-        self.found = found
+
+class _DiffParser:
+    """A unified diff, line by line, into hunks with their old-side gold lines."""
+
+    def __init__(self) -> None:
+        self.paths: dict[str, None] = {}  # the old-side paths, in patch order
+        self.hunks: list[_Hunk] = []
         self.path: str | None = None  # the old-side path of the file being read
         self.old = 0  # the next old-side line number
         self.old_left = self.new_left = 0  # lines still to come in the current hunk
@@ -202,22 +242,24 @@ class _DiffParser:
         elif line.startswith("--- "):
             self.path = _old_path(line[4:])
             if self.path is not None:
-                self.found.setdefault(self.path, set())
+                self.paths.setdefault(self.path)
         elif (hunk := hunk_header(line)) and self.path is not None:
             # With no old lines, the hunk inserts after line ``old_start``.
             self.old = hunk.old_start if hunk.old_count else hunk.old_start + 1
             self.old_left, self.new_left = hunk.old_count, hunk.new_count
+            self.hunks.append(_Hunk(self.path, self.old))
 
     def close(self) -> None:
         self._end_run()
 
     def _hunk_line(self, line: str) -> None:
-        assert self.path is not None  # a hunk is only read after its file header
+        hunk = self.hunks[-1]  # a hunk line is only read after its header
         mark = line[:1]
         if mark == "\\":
             return  # "\ No newline at end of file"
         if mark == "-":
-            self.found[self.path].add(self.old)
+            hunk.gold.add(self.old)
+            hunk.old.append(line[1:].removesuffix("\r"))
             self.deleted = True
             self.old += 1
             self.old_left -= 1
@@ -227,6 +269,7 @@ class _DiffParser:
             self.new_left -= 1
         else:  # context; a blank line is context whose space was stripped
             self._end_run()
+            hunk.old.append(line[1:].removesuffix("\r"))
             self.old += 1
             self.old_left -= 1
             self.new_left -= 1
@@ -234,8 +277,8 @@ class _DiffParser:
             self._end_run()
 
     def _end_run(self) -> None:
-        if self.insert_at is not None and not self.deleted and self.path is not None:
-            self.found[self.path].add(max(1, self.insert_at - 1))
+        if self.insert_at is not None and not self.deleted and self.hunks:
+            self.hunks[-1].gold.add(max(1, self.insert_at - 1))
         self.deleted = False
         self.insert_at = None
 
