@@ -124,6 +124,23 @@ def test_a_long_run_in_the_task_is_read_in_linear_time(
     assert [c["qualname"] for c in result["candidates"]] == ["app.parse_order"]
 
 
+def test_an_ipython_frame_without_its_marked_line_is_read_in_linear_time(
+    repo: Path, tmp_path: Path
+) -> None:
+    """An old IPython frame's header over numbered code lines and no ``-->``
+    line: each code line is read one way, not in every split of its digits."""
+    task = tmp_path / "task.txt"
+    header = "~/app.py in parse_order(text)\n"
+    size = Settings().max_task_chars - len(NEEDLE) - len(header)
+    task.write_text(NEEDLE + header + ("   1699 x\n" * size)[:size])
+    done = subprocess.run(
+        [CTX04, "retrieve", "--repo", repo, "--task-file", task, "--format", "json"],
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=LINEAR_WAIT_S, check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert [c["qualname"] for c in utf8_json(done.stdout)["candidates"]] == ["app.parse_order"]
+
+
 def test_the_linear_patterns_take_what_they_took_on_ordinary_text() -> None:
     """Names that start after digits, inside a word at a capital, after a ``$``; test
     ids inside punctuation; paths after a ``/``: as before the patterns were bounded."""

@@ -199,7 +199,37 @@ def test_repo_path_takes_the_longest_suffix_in_the_repository() -> None:
         "https://gitlab.com/g/p/-/blob/release/1.2/src/x.rs#L9, not src/y.rs#L3\n",
         [("pkg/loader.py", 5, "", 6), ("1.2/src/x.rs", 9, "", 9)],
     ),
-], ids=["java", "node", "go", "rust", "ruby", "php", "native", "permalink"])
+    (
+        "TypeError                                 Traceback (most recent call last)\r\n"
+        "File ~/code/seaborn/seaborn/_core/plot.py:1252, in Plotter._setup_scales(self, p)\r\n"
+        "   1251 else:\r\n"
+        "-> 1252     self._scales[var] = scale._setup(var_df[var], prop)\r\n"
+        "\r\n"
+        "File ~/code/seaborn/seaborn/_core/scales.py:351, in ContinuousBase._setup(self)\r\n"
+        "--> 351 b = forward(vmax) - forward(vmin)\r\n"
+        "File ~/env/mpl/__init__.py:1423, in _preprocess_data.<locals>.inner(ax)\r\n",
+        [("~/env/mpl/__init__.py", 1423, "inner", 1423),
+         ("~/code/seaborn/seaborn/_core/scales.py", 351, "_setup", 351),
+         ("~/code/seaborn/seaborn/_core/plot.py", 1252, "_setup_scales", 1252)],
+    ),
+    (
+        "/usr/lib/python3.8/site-packages/sympy/printing/printer.py in _print(self, expr)\r\n"
+        "    328                 if printmethod is not None:\r\n"
+        "--> 329                     return printmethod(expr, **kwargs)\r\n"
+        "    330 \r\n"
+        "\r\n"
+        "/usr/lib/python3.8/site-packages/sympy/printing/latex.py in _print_Pow(self, expr)\r\n"
+        "    650             if expr.base.is_Function:\r\n"
+        "--> 651                 return self._print(expr.base, exp=self._print(expr.exp))\r\n"
+        "\r\n"
+        "~/x/a.py in shown_without_its_line(self)\r\n"
+        "\r\n"
+        "--> 12 is no frame's line\r\n",
+        [("/usr/lib/python3.8/site-packages/sympy/printing/latex.py", 651, "_print_Pow", 651),
+         ("/usr/lib/python3.8/site-packages/sympy/printing/printer.py", 329, "_print", 329)],
+    ),
+], ids=["java", "node", "go", "rust", "ruby", "php", "native", "permalink", "ipython",
+        "ipython_before_8"])
 def test_frames_of_each_runtime(trace: str, expected: list[tuple[str, int, str, int]]) -> None:
     assert frames(trace) == expected
 

@@ -3,12 +3,14 @@
 A frame such as ``File "/venv/site-packages/pkg/mod.py", line 12, in load``
 names a file and a function where the failure passed. Each runtime writes
 frames its own way, and each way is one pattern in :data:`RUNTIMES`: Python
-tracebacks, Java (``at a.b.C.m(C.java:12)``), Node (``at f (/x/a.js:3:9)``),
-Go (``pkg.(*T).M(...)`` over ``\t/x/t.go:12 +0x1d``), Rust backtraces and
-panics, Ruby (``/x/a.rb:12:in 'm'``), PHP (``#0 /x/A.php(12): A->m()``),
-gdb and sanitizer frames for C and C++ (``#1 0x.. in f /x/a.c:12``), a
-code host's permalink to lines (``/blob/main/a/b.py#L12-L20``) and, last,
-any ``path.ext:line`` of those languages (compiler messages). The frame's
+tracebacks and IPython's (``File ~/x/a.py:12, in m(self)``, or ``~/x/a.py
+in m(self)`` over ``--> 12``), Java (``at a.b.C.m(C.java:12)``), Node (``at
+f (/x/a.js:3:9)``), Go (``pkg.(*T).M(...)`` over ``\t/x/t.go:12 +0x1d``),
+Rust backtraces and panics, Ruby (``/x/a.rb:12:in 'm'``), PHP (``#0
+/x/A.php(12): A->m()``), gdb and sanitizer frames for C and C++ (``#1 0x..
+in f /x/a.c:12``), a code host's permalink to lines
+(``/blob/main/a/b.py#L12-L20``) and, last, any ``path.ext:line`` of those
+languages (compiler messages). The frame's
 path is matched to a repository file by its longest suffix (installed
 copies and other machines' checkouts put the package under another root),
 and the frame's function to the definition of that name in the file, or
@@ -57,6 +59,18 @@ class Runtime:
 RUNTIMES = (
     Runtime("python", re.compile(
         r'File "(?P<path>[^"\n]+)", line (?P<line>\d+), in (?P<function>[^\s<>]+|<[^>\s]+>)'
+    ), innermost_last=True),
+    # IPython and Jupyter (data-science reports paste these): since IPython 8
+    # ``File ~/x/pkg/a.py:12, in Klass.m(self)``; before, ``~/x/pkg/a.py in
+    # m(self)`` over the code around the line, which is marked ``--> 12``.
+    Runtime("ipython", re.compile(
+        r"File (?P<path>[^\s\"]+\.py):(?P<line>\d+), in (?P<function>[\w.<>]+)"
+    ), innermost_last=True),
+    Runtime("ipython_before_8", re.compile(
+        r"^(?P<path>[^\s\"]+\.py) in (?P<function>[\w<>]+)\([^\n]*\n"
+        # Possessive: a code line read one way only, or a frame with no marked
+        # line would be tried in every way of splitting its lines' digits.
+        r"(?:[ \t]*+\d++[^\n]*+\n){0,40}?-+> *(?P<line>\d+)", re.MULTILINE
     ), innermost_last=True),
     Runtime("java", re.compile(
         r"\bat (?P<package>(?:[\w$]+\.)*)[\w$]+\.(?P<function>[\w$<>]+)"
