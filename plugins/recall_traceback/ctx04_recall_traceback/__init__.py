@@ -10,14 +10,14 @@ Rust backtraces and panics, Ruby (``/x/a.rb:12:in 'm'``), PHP (``#0
 /x/A.php(12): A->m()``), gdb and sanitizer frames for C and C++ (``#1 0x..
 in f /x/a.c:12``), a code host's permalink to lines
 (``/blob/main/a/b.py#L12-L20``) and, last, any ``path.ext:line`` of those
-languages (compiler messages). The frame's
-path is matched to a repository file by its longest suffix (installed
-copies and other machines' checkouts put the package under another root),
-and the frame's function to the definition of that name in the file, or
-else to the innermost definition holding the line (a link's lines: the
-innermost holding at least half of them, since a link often starts at the
-comment above what it shows). The reporter's line numbers may come from
-another version, so a frame's lines outside its definition are dropped.
+languages (compiler messages). The frame's path is matched to a repository
+file by its longest suffix (installed copies and other machines' checkouts
+put the package under another root), and the frame's function to the
+definition of that name in the file, or else to the innermost definition
+holding the line (a link's lines: the innermost holding at least half of
+them, since a link often starts at the comment above what it shows). The
+reporter's line numbers may come from another version, so a frame's lines
+outside its definition are dropped.
 
 Frames are read from the latest error, then the task text; the frame
 nearest the failure comes first (the last of a Python traceback, the first
