@@ -138,12 +138,31 @@ def test_a_frame_from_another_version_points_at_no_line(tmp_path: Path, indexed:
     ]
 
 
-def test_repo_path_takes_the_longest_suffix_in_the_repository() -> None:
-    paths = frozenset({"pkg/loader.py", "loader.py", "src/pkg/loader.py"})
-    assert traceback.repo_path("/x/src/pkg/loader.py", paths) == "src/pkg/loader.py"
-    assert traceback.repo_path("/venv/pkg/loader.py", paths) == "pkg/loader.py"
-    assert traceback.repo_path("./loader.py", paths) == "loader.py"
-    assert traceback.repo_path("/venv/other.py", paths) is None
+def test_a_frame_names_the_file_of_its_longest_suffix_in_the_repository() -> None:
+    files = traceback.RepoFiles(frozenset({"pkg/loader.py", "loader.py", "src/pkg/loader.py"}))
+    assert files.path_of("/x/src/pkg/loader.py") == "src/pkg/loader.py"
+    assert files.path_of("/venv/pkg/loader.py") == "pkg/loader.py"
+    assert files.path_of("./loader.py") == "loader.py"
+    assert files.path_of("/venv/other.py") is None
+
+
+def test_else_the_one_file_ending_with_its_longest_tail_outside_a_package() -> None:
+    files = traceback.RepoFiles(frozenset({
+        "lib/matplotlib/__init__.py", "lib/matplotlib/colors.py", "lib/mpl/utils/io.py",
+        "src/pkg/utils/io.py", "gson/src/main/java/com/google/gson/Gson.java",
+        "xarray/__init__.py", "xarray/core/__init__.py", "xarray/core/dataset.py",
+    }))
+    # An installed copy of the package the repository keeps under lib/.
+    assert files.path_of("/venv/site-packages/matplotlib/colors.py") == "lib/matplotlib/colors.py"
+    # A Java frame's package path, under a Maven module's source root.
+    assert files.path_of("com/google/gson/Gson.java") == (
+        "gson/src/main/java/com/google/gson/Gson.java"
+    )
+    # Another package's module whose tail only a subpackage here ends with.
+    assert files.path_of("/venv/site-packages/numpy/core/__init__.py") is None
+    # Two files end with the tail; a file name alone names none.
+    assert files.path_of("/venv/other/utils/io.py") is None
+    assert files.path_of("/venv/site-packages/dataset.py") is None
 
 
 @pytest.mark.parametrize(("trace", "expected"), [

@@ -12,7 +12,10 @@ in f /x/a.c:12``), a code host's permalink to lines
 (``/blob/main/a/b.py#L12-L20``) and, last, any ``path.ext:line`` of those
 languages (compiler messages). The frame's path is matched to a repository
 file by its longest suffix (installed copies and other machines' checkouts
-put the package under another root), and the frame's function to the
+put the package under another root), or by its longest tail that one file
+alone ends with (an installed package whose repository keeps it under
+``lib/`` or ``src/``, a Java package under ``src/main/java``: see
+:meth:`RepoFiles.path_of`), and the frame's function to the
 definition of that name in the file, or else to the innermost definition
 holding the line (a link's lines: the innermost holding at least half of
 them, since a link often starts at the comment above what it shows). The
@@ -160,14 +163,52 @@ def _function_name(raw: str) -> str:
     return name if IDENTIFIER.fullmatch(name) else ""
 
 
-def repo_path(frame_path: str, paths: frozenset[str]) -> str | None:
-    """The repository file whose path is the longest suffix of ``frame_path``."""
-    parts = [p for p in frame_path.replace("\\", "/").split("/") if p not in ("", ".")]
-    for start in range(len(parts)):
-        candidate = "/".join(parts[start:])
-        if candidate in paths:
-            return candidate
-    return None
+class RepoFiles:
+    """The repository's files, and which of them a frame's path names."""
+
+    def __init__(self, paths: frozenset[str]) -> None:
+        self.paths = paths
+        self._by_name: dict[str, list[str]] | None = None
+
+    def path_of(self, frame_path: str) -> str | None:
+        """The file whose path is the longest suffix of ``frame_path``; else the
+        one file that alone ends with the longest tail of ``frame_path`` of two
+        parts or more, unless a Python package holds that tail (an installed
+        copy's ``site-packages/matplotlib/colors.py`` is the repository's
+        ``lib/matplotlib/colors.py``, a Java frame's ``com/google/gson/Gson.java``
+        is ``gson/src/main/java/com/google/gson/Gson.java``; numpy's
+        ``numpy/core/__init__.py`` is not ``xarray/core/__init__.py``)."""
+        parts = [p for p in frame_path.replace("\\", "/").split("/") if p not in ("", ".")]
+        for start in range(len(parts)):
+            candidate = "/".join(parts[start:])
+            if candidate in self.paths:
+                return candidate
+        return self._ending_with(parts)
+
+    def _ending_with(self, parts: list[str]) -> str | None:
+        if len(parts) < 2:
+            # A file name alone names the wrong file as often as the right one
+            # (docs/benchmarks.md, stop 53).
+            return None
+        if self._by_name is None:
+            self._by_name = {}
+            for path in sorted(self.paths):
+                self._by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
+        named = self._by_name.get(parts[-1], [])
+        for start in range(len(parts) - 1):
+            tail = "/".join(parts[start:])
+            ending = [path for path in named if path.endswith("/" + tail)]
+            if len(ending) > 1:
+                return None  # a shorter tail only ends more of them
+            if ending:
+                return None if self._in_package(ending[0][: -len(tail) - 1]) else ending[0]
+        return None
+
+    def _in_package(self, folder: str) -> bool:
+        parts = folder.split("/")
+        return any(
+            "/".join(parts[:end]) + "/__init__.py" in self.paths for end in range(1, len(parts) + 1)
+        )
 
 
 def frame_node(repo: Repo, path: str, frame: Frame) -> Node | None:
@@ -185,11 +226,11 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
     stack = frames(query.latest_error) + frames(query.task_text)
     if not stack:
         return None
-    paths = repo.index.paths()
+    files = RepoFiles(repo.index.paths())
     # Per definition, in the order first met: its candidate so far.
     found: dict[tuple[str, int], Candidate] = {}
     for frame in stack:
-        path = repo_path(frame.path, paths)
+        path = files.path_of(frame.path)
         node = frame_node(repo, path, frame) if path else None
         if node is None:
             continue
