@@ -192,7 +192,7 @@ class RepoFiles:
             return None
         if self._by_name is None:
             self._by_name = {}
-            for path in sorted(self.paths):
+            for path in self.paths:
                 self._by_name.setdefault(path.rsplit("/", 1)[-1], []).append(path)
         named = self._by_name.get(parts[-1], [])
         for start in range(len(parts) - 1):
