@@ -26,6 +26,7 @@ are symbols of their own), the whole file for ``(path, None)``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,12 +114,14 @@ def gold_lines(
 
 def gold_from_patch(patch: str, tree: Path, pm: pluggy.PluginManager) -> Gold:
     """The gold files, lines and symbols of ``patch`` against the base tree at ``tree``."""
-    lines = gold_lines(patch, lambda path: _tree_text(tree, path))
+    # Each file is read once: for placing its hunks, then for its symbols.
+    text_of = functools.cache(lambda path: _tree_text(tree, path))
+    lines = gold_lines(patch, text_of)
     if not lines:
         raise GoldError("the patch edits no file that exists at the base commit")
     symbols: list[GoldSymbol] = []
     for path, numbers in lines.items():
-        symbols.extend(file_symbols(path, _tree_text(tree, path), numbers, pm))
+        symbols.extend(file_symbols(path, text_of(path), numbers, pm))
     return Gold(tuple(lines), lines, tuple(symbols))
 
 
