@@ -79,15 +79,17 @@ def test_eval_ctx04(runs: Runs) -> None:
         "calc.ops.divide", "calc.ops.hypot", "calc.ops.add", "calc.fmt.percent", "calc.ops.Stats",
         "calc.ops.Stats.mean", "calc.ops.Stats.spread", "calc.fmt.money",
     ]
-    # divide (rank 1) is shown whole; every other candidate's best line scores
-    # under a fifth of divide's best: hypot and add, leaders (ranks 2 and 3),
-    # are shown as their signatures, the rest not at all.
+    # divide (rank 1) is shown whole, with the two blank lines after it; every
+    # other candidate's best line scores under a fifth of divide's best: hypot
+    # and add, leaders (ranks 2 and 3), are shown as their signatures, the
+    # rest not at all.
     assert first["shown"] == [
-        {"path": "calc/ops.py", "rank": 1, "extra": None, "lines": [[11, 13]]},
+        {"path": "calc/ops.py", "rank": 1, "extra": None, "lines": [[11, 15]]},
         {"path": "calc/ops.py", "rank": 2, "extra": None, "lines": [[29, 29]]},
         {"path": "calc/ops.py", "rank": 3, "extra": None, "lines": [[7, 7]]},
     ]
-    assert first["metrics"] == metrics(irrelevant_context_ratio=0.2, tokens=161.0)
+    # Of its 7 lines, one (hypot's signature) is irrelevant.
+    assert first["metrics"] == metrics(irrelevant_context_ratio=1 / 7, tokens=161.0)
     # The module holding the gold line PRECISION = 2 ranks fourth: two of the
     # three symbols are in the top 3, one of them at rank 1.
     assert [r["qualname"] for r in second["ranked"]] == [
@@ -95,13 +97,14 @@ def test_eval_ctx04(runs: Runs) -> None:
         "calc.ops.Stats.spread",
     ]
     # Rank 1 is a class of 11 lines (at most type_span_max_lines): its whole
-    # span, methods too (18-28); Stats.mean, inside it, keeps its signature
+    # span, methods too (18-28), and the blank lines either side of it
+    # (16-17, 29-30); Stats.mean, inside it, keeps its signature
     # (23) rather than a second copy of its body; the module shows its best
     # line (PRECISION = 2) with two lines either side, a leader (rank 4 of
     # leader_ranks 5) cut to its best lines; divide, a leader under the floor,
     # its signature; spread, past the leaders, scores under the floor.
     assert second["shown"] == [
-        {"path": "calc/ops.py", "rank": 1, "extra": None, "lines": [[18, 28]]},
+        {"path": "calc/ops.py", "rank": 1, "extra": None, "lines": [[16, 30]]},
         {"path": "calc/ops.py", "rank": 2, "extra": None, "lines": [[23, 23]]},
         {"path": "calc/ops.py", "rank": 3, "extra": None, "lines": [[11, 11]]},
         {"path": "calc/ops.py", "rank": 4, "extra": None, "lines": [[2, 6]]},
@@ -121,7 +124,7 @@ def test_eval_ctx04(runs: Runs) -> None:
         "recall@3": ["0.833"], "recall@5": ["1.000"], "mrr": ["1.000"],
         "required_file_recall": ["1.000"], "required_symbol_recall": ["1.000"],
         "line_recall": ["1.000"], "line_recall@1": ["0.833"], "line_recall@3": ["0.833"],
-        "line_recall@5": ["1.000"], "irrelevant_context_ratio": ["0.100"], "tokens": ["201.0"],
+        "line_recall@5": ["1.000"], "irrelevant_context_ratio": ["0.071"], "tokens": ["201.0"],
     }
     for timing in ("seconds_p50", "seconds_p95", "index_seconds_median", "index_seconds_total"):
         assert re.fullmatch(r"\d+\.\d\d", rows[timing][0])
@@ -253,12 +256,13 @@ def test_gaps(runs: Runs) -> None:
     # The slices show every gold line (line recall 1.0): nothing is elsewhere.
     assert rows["all"] == ["2", "1.000", *["0.000"] * 7]
     # Lines a rank shows, per instance (the records' shown lines above): rank
-    # 1 shows 3 and 11 lines, ranks 2-3 two (signatures, leaders under the
+    # 1 shows 5 and 15 lines (divide and the blank lines after it, Stats and
+    # the blank lines either side), ranks 2-3 two (signatures, leaders under the
     # prune's relative floor; one of the four irrelevant), rank 4 five. Gold
     # line 12 (first instance) is rank 1's; of 21, 24 and 4 (second), rank 1
     # shows two, rank 4 one.
     assert (rows["1"], rows["2-3"], rows["4-5"], rows["6-10"], rows["no candidate"]) == (
-        ["7.0", "0.000", "0.833"], ["2.0", "0.250", "0.000"], ["2.5", "0.000", "0.167"],
+        ["10.0", "0.000", "0.833"], ["2.0", "0.250", "0.000"], ["2.5", "0.000", "0.167"],
         ["0.0", "-", "0.000"], ["0.0", "-", "0.000"],
     )
 

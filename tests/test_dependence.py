@@ -238,7 +238,8 @@ def test_retrieval_shows_the_signature_of_a_shown_call_after_the_ranked_entries(
 
     signatures = [(2, "shop.items_sum", ("called",), [9]),
                   (3, "pricing.discount", ("called",), [1, 2, 3, 4])]
-    assert entries() == [(1, "shop.total", ("ripgrep",), [4, 5, 6]), *signatures]
+    # total's body with the two blank lines after it (blank_line_ends).
+    assert entries() == [(1, "shop.total", ("ripgrep",), [4, 5, 6, 7, 8]), *signatures]
     # A header longer than max_statement_lines shows its first line, as prune does.
     assert entries(max_statement_lines=3)[2] == (3, "pricing.discount", ("called",), [1])
     assert truncated == []
@@ -255,5 +256,5 @@ def test_the_benchmark_counts_signature_lines_as_shown_not_as_ranked(tmp_path: P
     answer = run_ctx04("total() is wrong", root, Settings(), plugin_manager(only=only))
     assert [(r.rank, r.qualname, r.included) for r in answer.ranked] == [(1, "shop.total", True)]
     assert [(s.path, s.lines) for s in answer.shown] == [
-        ("shop.py", (4, 5, 6)), ("shop.py", (9,)), ("pricing.py", (1, 2, 3, 4)),
+        ("shop.py", (4, 5, 6, 7, 8)), ("shop.py", (9,)), ("pricing.py", (1, 2, 3, 4)),
     ]

@@ -142,9 +142,9 @@ def test_three_arms_two_tasks(tmp_path: Path, model: StandIn) -> None:
     assert all("response_format" not in a for a in asked)
     assert asked[0]["max_tokens"] == 4096  # e2e's default, not the door's 1024
     user = [a["messages"][1]["content"] for a in asked]
-    assert "### calc.ops.divide [calc/ops.py:11-13, sha256:" in user[0]
+    assert "### calc.ops.divide [calc/ops.py:11-15, sha256:" in user[0]
     assert "ripgrep]\ndef divide(a, b):" in user[0]
-    assert "### calc.ops.divide [calc/ops.py:11-13, sha256:" in user[1]
+    assert "### calc.ops.divide [calc/ops.py:11-13, sha256:" in user[1]  # the gold's span
     assert ", oracle]\ndef divide(a, b):" in user[1]
     assert "No code from the repository is shown for this task." in user[2]
     assert "Context slice" not in user[2]

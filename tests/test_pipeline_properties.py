@@ -168,6 +168,8 @@ def test_prune_keeps_real_lines_of_each_candidate_in_rank_order(
         span = excerpt.ranked.candidate.span
         numbers = [n for n, _ in excerpt.lines]
         assert numbers == sorted(set(numbers)) and numbers
-        assert all(span.start_line <= n <= span.end_line for n in numbers)
         text = str(FILES[span.path]).split("\n")
+        # Its own lines, and blank lines beside them (blank_line_ends).
+        assert all(span.start_line <= n <= span.end_line or not text[n - 1].strip()
+                   for n in numbers)
         assert all(line == text[n - 1] for n, line in excerpt.lines)

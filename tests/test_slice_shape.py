@@ -2,13 +2,16 @@
 of the leading functions (of a type: its own lines, or its span when small)
 whose score is near the best, each only when it fits beside everything
 planned, so the slice names the same places and shows more of the lines to
-edit; the plan never hands assemble more than fits."""
+edit; the plan never hands assemble more than fits. Each rule is read without
+the blank lines the slice adds last at its runs' ends (``blank_line_ends``),
+which have their own tests at the end."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import SHOP, make_git_repo
@@ -28,6 +31,11 @@ TASK = (
     "Cart.total is wrong with a coupon: the rate of the coupon code is applied to the "
     "amount, then round_money."
 )
+
+
+def alone(**fields: Any) -> Settings:
+    """The value slice without the blank lines at its runs' ends (tested last)."""
+    return Settings(slice_shape="value", blank_line_ends=False).with_overrides(**fields)
 
 
 @pytest.fixture
@@ -59,7 +67,7 @@ def pruned(
 def sliced(
     repo: Repo, order: tuple[RankedCandidate, ...], budget: int, **overrides: object
 ) -> ContextSlice:
-    settings = Settings(slice_shape="value", budget_tokens=budget).with_overrides(**overrides)
+    settings = alone(budget_tokens=budget).with_overrides(**overrides)
     excerpts = pruned(repo, order, settings)
     return assemble(excerpts=tuple(excerpts), diagnostics=(), repo=repo, settings=settings)
 
@@ -97,7 +105,7 @@ def test_a_leader_cut_to_its_best_lines_shows_their_neighbours(shop: Repo) -> No
     )
 
     def lines(**overrides: float) -> list[tuple[str, list[int]]]:
-        settings = Settings(slice_shape="value").with_overrides(**overrides)
+        settings = alone().with_overrides(**overrides)
         return [(e.shown_as, [n for n, _ in e.lines]) for e in pruned(shop, order, settings)]
 
     # cart's best line is its docstring (1): with two lines either side, 1-3;
@@ -135,7 +143,7 @@ def test_bodies_near_the_best_score_are_whole_while_they_fit(shop: Repo) -> None
     assert context.tokens == 282
     # Past value_ranks (outside the leading file) a body stays a signature
     # whatever its score.
-    limited = Settings(slice_shape="value", value_ranks=3, value_files=1)
+    limited = alone(value_ranks=3, value_files=1)
     shapes = [e.shown_as for e in pruned(shop, order, limited)]
     assert shapes == ["whole", "whole", "signature", "signature"]
 
@@ -173,7 +181,7 @@ def test_headings_that_run_out_still_leave_the_planned_bodies_whole(shop: Repo) 
         shop, ("shop.cart.Cart.total", 10.0), ("shop.cart.Cart.add", 5.0),
         ("shop.pricing.round_money", 2.0), ("shop.pricing.apply_discount", 4.0),
     )
-    settings = Settings(slice_shape="value", max_reference_bytes=160)
+    settings = alone(max_reference_bytes=160)
     excerpts = pruned(shop, order, settings)
     context = assemble(excerpts=tuple(excerpts), diagnostics=(), repo=shop, settings=settings)
     assert shown(context) == [
@@ -188,12 +196,12 @@ def test_headings_that_run_out_still_leave_the_planned_bodies_whole(shop: Repo) 
 def test_a_body_past_the_length_cap_is_never_whole(shop: Repo) -> None:
     order = ranked(shop, ("shop.cart.Cart.add", 10.0), ("shop.cart.Cart.total", 9.0))
     for cap, total_shown in ((None, "whole"), (6, "whole"), (5, "pruned")):
-        excerpts = pruned(shop, order, Settings(slice_shape="value", whole_body_max_lines=cap))
+        excerpts = pruned(shop, order, alone(whole_body_max_lines=cap))
         # total has six own lines; the leader is whole as in "signatures".
         assert [e.shown_as for e in excerpts] == ["whole", total_shown]
     # Past leader_ranks, a body past the cap is its signature.
     excerpts = pruned(
-        shop, order, Settings(slice_shape="value", whole_body_max_lines=5, leader_ranks=1)
+        shop, order, alone(whole_body_max_lines=5, leader_ranks=1)
     )
     assert [e.shown_as for e in excerpts] == ["whole", "signature"]
 
@@ -223,7 +231,7 @@ def test_a_leader_too_long_for_its_body_shows_its_best_lines(shop: Repo) -> None
 
 def test_the_json_says_how_each_candidate_was_shown(tmp_path: Path) -> None:
     root = make_git_repo(tmp_path / "shop", SHOP)
-    data = retrieval_json(retrieve(TASK, root, settings=Settings(slice_shape="value")))
+    data = retrieval_json(retrieve(TASK, root, settings=alone()))
     for candidate in data["candidates"]:
         assert candidate["shown_as"] == (
             candidate["shown_as"] if candidate["included"] else None
@@ -320,7 +328,7 @@ def test_past_value_ranks_a_body_in_the_leading_file_is_whole(shop: Repo) -> Non
         return [(e.ranked.candidate.qualname, e.shown_as, [n for n, _ in e.lines])
                 for e in pruned(shop, order, settings)]
 
-    assert shapes(Settings(slice_shape="value", value_ranks=1, value_files=1)) == [
+    assert shapes(alone(value_ranks=1, value_files=1)) == [
         ("shop.cart.Cart.total", "whole", [41, 42, 43, 44, 45, 46]),
         ("shop.pricing.apply_discount", "signature", [6]),
         ("shop.pricing.round_money", "signature", [12]),
@@ -329,7 +337,7 @@ def test_past_value_ranks_a_body_in_the_leading_file_is_whole(shop: Repo) -> Non
     # By default the files of the first three candidates lead: pricing.py
     # (apply_discount ranks second) too; round_money still scores under the
     # share.
-    assert shapes(Settings(slice_shape="value", value_ranks=1)) == [
+    assert shapes(alone(value_ranks=1)) == [
         ("shop.cart.Cart.total", "whole", [41, 42, 43, 44, 45, 46]),
         ("shop.pricing.apply_discount", "whole", [6, 7, 8, 9]),
         ("shop.pricing.round_money", "signature", [12]),
@@ -352,7 +360,7 @@ def test_a_slice_in_doubt_shows_the_probable_bodies_whole(shop: Repo) -> None:
         )
 
     def round_money(candidates: tuple[RankedCandidate, ...], **overrides: object) -> str:
-        settings = Settings(slice_shape="value").with_overrides(**overrides)
+        settings = alone().with_overrides(**overrides)
         return pruned(shop, candidates, settings)[3].shown_as
 
     # Leaders at p 0.27, 0.12, 0.05; round_money at p 0.047.
@@ -406,7 +414,7 @@ def test_a_sure_slice_shows_an_improbable_function_as_its_signature(shop: Repo) 
         )
 
     def discount(candidates: tuple[RankedCandidate, ...], **overrides: object) -> Excerpt:
-        settings = Settings(slice_shape="value", doubt_head=False).with_overrides(**overrides)
+        settings = alone(doubt_head=False).with_overrides(**overrides)
         excerpts = pruned(shop, candidates, settings)
         return next(e for e in excerpts if e.ranked.candidate.qualname.endswith("apply_discount"))
 
@@ -424,7 +432,7 @@ def test_a_sure_slice_shows_an_improbable_function_as_its_signature(shop: Repo) 
     weighted = tuple(replace(r, model_score=None, log_odds=None) for r in sure)
     assert discount(weighted).shown_as == "whole"
     # The leader itself is what the slice is sure of: whole.
-    assert pruned(shop, sure, Settings(slice_shape="value"))[0].shown_as == "whole"
+    assert pruned(shop, sure, alone())[0].shown_as == "whole"
 
 
 def test_in_doubt_a_ranked_body_the_line_floor_refused_is_weighed_too(shop: Repo) -> None:
@@ -442,7 +450,7 @@ def test_in_doubt_a_ranked_body_the_line_floor_refused_is_weighed_too(shop: Repo
     def entries(
         candidates: tuple[RankedCandidate, ...], **overrides: object
     ) -> list[tuple[int, str, str, list[int]]]:
-        settings = Settings(slice_shape="value", doubt_head=False).with_overrides(**overrides)
+        settings = alone(doubt_head=False).with_overrides(**overrides)
         return [
             (e.ranked.rank, e.ranked.candidate.qualname, e.shown_as, [n for n, _ in e.lines])
             for e in pruned(shop, candidates, settings)
@@ -484,7 +492,7 @@ def test_a_slice_in_doubt_shows_probable_siblings_from_past_top_k(shop: Repo) ->
     def siblings(
         leaders: tuple[RankedCandidate, ...], **overrides: object
     ) -> list[tuple[str, int, str, list[int]]]:
-        settings = Settings(slice_shape="value", doubt_head=False).with_overrides(**overrides)
+        settings = alone(doubt_head=False).with_overrides(**overrides)
         return [
             (e.ranked.candidate.qualname, e.ranked.rank, e.shown_as, [n for n, _ in e.lines])
             for e in pruned(shop, leaders, settings, reserve) if e.ranked.rank > 3
@@ -516,7 +524,7 @@ def test_a_slice_in_doubt_shows_the_leading_files_head(shop: Repo) -> None:
     def head(
         leaders: tuple[RankedCandidate, ...], **overrides: object
     ) -> list[tuple[str, int, str, tuple[str, ...], list[tuple[int, str]]]]:
-        settings = Settings(slice_shape="value").with_overrides(**overrides)
+        settings = alone().with_overrides(**overrides)
         return [
             (e.ranked.candidate.qualname or "", e.ranked.rank, e.shown_as,
              e.ranked.candidate.sources, list(e.lines))
@@ -553,7 +561,7 @@ def test_a_slice_in_doubt_shows_the_leading_files_head(shop: Repo) -> None:
     assert head(doubtful, doubt_head=False) == []
     # A budget with no room left for it after the leaders: none, and the
     # slice keeps to the cap.
-    settings = Settings(slice_shape="value", budget_tokens=150)
+    settings = alone(budget_tokens=150)
     excerpts = pruned(shop, doubtful, settings)
     context = assemble(excerpts=tuple(excerpts), diagnostics=(), repo=shop, settings=settings)
     assert [e.ranked.rank for e in excerpts] == [1, 2]
@@ -566,7 +574,7 @@ def test_siblings_are_references_ranked_after_the_candidates(tmp_path: Path) -> 
     def shown(**overrides: object) -> tuple[list[tuple[int, str]], list[tuple[int, str, int, int]]]:
         # Always in doubt (every p < 1); two candidates, the rest of the
         # learned order in reserve.
-        settings = Settings(fusion="learned", top_k=2, doubt_probability=1.0).with_overrides(
+        settings = alone(fusion="learned", top_k=2, doubt_probability=1.0).with_overrides(
             **overrides
         )
         data = retrieval_json(retrieve(TASK, root, settings=settings))
@@ -601,7 +609,7 @@ def test_siblings_are_references_ranked_after_the_candidates(tmp_path: Path) -> 
 
 def test_eval_records_say_what_each_entry_past_the_candidates_is(tmp_path: Path) -> None:
     root = make_git_repo(tmp_path / "shop", SHOP)
-    settings = Settings(fusion="learned", top_k=2, doubt_probability=1.0, doubt_pool_floor=0.0)
+    settings = alone(fusion="learned", top_k=2, doubt_probability=1.0, doubt_pool_floor=0.0)
     answer = run_ctx04(TASK, root, settings, plugin_manager())
     # As in the references above: the candidates by rank; the reserve's
     # functions, cart.py's head and the called signatures by what they are.
@@ -627,3 +635,85 @@ def test_doubt_settings_out_of_range_are_refused() -> None:
         with pytest.raises(SettingsError, match=r"sure_margin is how many times the next "
                            r"candidate's probability the first's must be, 1 or more, not "):
             Settings(sure_margin=margin)
+
+
+
+def test_blank_lines_after_each_run_are_shown_when_they_fit(shop: Repo) -> None:
+    # The same order as above, with blank_line_ends (the default): add's body
+    # and apply_discount's show the blank lines after them, where a function
+    # added after them would go; total ends the file, round_money's signature
+    # is followed by its body. "\n\n" is one token: the slice costs the same.
+    order = ranked(
+        shop, ("shop.cart.Cart.total", 10.0), ("shop.cart.Cart.add", 5.0),
+        ("shop.pricing.round_money", 2.0), ("shop.pricing.apply_discount", 4.0),
+    )
+    context = sliced(shop, order, 4000, blank_line_ends=True)
+    assert shown(context) == [
+        ("shop.cart.Cart.total", "whole", [41, 42, 43, 44, 45, 46], True),
+        ("shop.cart.Cart.add", "whole", [28, 29, 30, 31, 32, 33], True),
+        ("shop.pricing.round_money", "signature", [12], True),
+        ("shop.pricing.apply_discount", "whole", [6, 7, 8, 9, 10, 11], True),
+    ]
+    assert context.tokens == sliced(shop, order, 4000, blank_line_ends=False).tokens == 323
+    # A blank line is a quoted line: 16 quoted lines hold the bodies, none of
+    # the blank lines; 17 hold add's, not apply_discount's two.
+    for limit, add, discount in (
+        (16, [28, 29, 30, 31, 32], [6, 7, 8, 9]), (17, [28, 29, 30, 31, 32, 33], [6, 7, 8, 9]),
+    ):
+        lines = [n for _, _, n, _ in shown(
+            sliced(shop, order, 4000, blank_line_ends=True, max_quoted_lines=limit)
+        )]
+        assert lines == [[41, 42, 43, 44, 45, 46], add, [12], discount]
+
+
+GAPS = '''"""Tidy, spaced and loud values."""
+
+
+def tidy(value):
+    return value.strip()
+
+
+
+
+def spaced(value):
+    return " ".join(value)
+
+
+def loud(value):
+    """The value, loud."""
+    loud_value = value.upper()
+    if not loud_value:
+        return loud_value
+    loud_value = loud_value + "!"
+    if loud_value.endswith("!!"):
+        loud_value = loud_value[:-1]
+    tidy(loud_value)
+    spaced(loud_value)
+    return loud_value
+'''
+
+
+def test_blank_lines_before_a_body_once_and_never_a_long_run(
+    tmp_path: Path, indexed: Callable[..., Repo]
+) -> None:
+    repo = indexed(make_git_repo(tmp_path / "gaps", {"gaps.py": GAPS}))
+    nodes = {n.qualname: n for n in repo.index.file_nodes("gaps.py")}
+    order = tuple(
+        RankedCandidate(Candidate(nodes[q].span, nodes[q].kind, q, ("test",)), rank, score)
+        for rank, (q, score) in enumerate(
+            (("gaps.loud", 10.0), ("gaps.spaced", 9.0), ("gaps.tidy", 8.0)), start=1
+        )
+    )
+    settings = Settings(slice_shape="value")
+    query = build_query("loud, spaced and tidy values", names=repo.index.names(),
+                        settings=settings)
+    excerpts = prune(query=query, ranked=order, reserve=(), repo=repo, settings=settings)
+    # loud, a body of 11 lines, shows the two blank lines before it; spaced's
+    # blank lines after it are loud's, shown once; the four after tidy are a
+    # layout, not a separator, and none is shown.
+    assert [(e.ranked.candidate.qualname, e.shown_as, [n for n, _ in e.lines])
+            for e in excerpts] == [
+        ("gaps.loud", "whole", list(range(12, 25))),
+        ("gaps.spaced", "whole", [10, 11]),
+        ("gaps.tidy", "whole", [4, 5]),
+    ]
