@@ -537,6 +537,12 @@ def _call_signatures(
         for node in (n for nodes in found for n in nodes or ()):
             if (node.span, node.qualname) not in candidates:
                 called.setdefault(node)
+    # A signature an excerpt already shows (beside the first candidate's lines) is not repeated.
+    seen: dict[str, set[int]] = {}
+    for excerpt in excerpts:
+        seen.setdefault(excerpt.ranked.candidate.span.path, set()).update(
+            n for n, _ in excerpt.lines
+        )
     signatures: list[Excerpt] = []
     for node in list(called)[:limit]:
         source = repo.source(node.span.path)
@@ -545,7 +551,7 @@ def _call_signatures(
         header = statement_lines(node.span.start_line, node.header_end,
                                  settings.max_statement_lines)
         lines = tuple((n, source.lines[n - 1]) for n in header if n <= len(source.lines))
-        if lines:
+        if lines and not {n for n, _ in lines} <= seen.get(node.span.path, set()):
             candidate = Candidate(node.span, node.kind, node.qualname, (CALLED,))
             rank = last_rank + len(signatures) + 1
             signatures.append(Excerpt(RankedCandidate(candidate, rank, 0.0), lines, SIGNATURE))

@@ -225,7 +225,8 @@ def test_retrieval_shows_the_signature_of_a_shown_call_after_the_ranked_entries(
     truncated: list[tuple[str, str, str]] = []
 
     def entries(**overrides: object) -> list[tuple[int, str | None, tuple[str, ...], list[int]]]:
-        found = retrieve(task, root, settings=Settings().with_overrides(**overrides),
+        settings = Settings(first_run_context=0).with_overrides(**overrides)
+        found = retrieve(task, root, settings=settings,
                          only=only, index_dir=tmp_path / "i")
         assert [r.candidate.qualname for r in found.candidates] == ["shop.total"]
         truncated[:] = [(d.kind, d.reason, d.detail) for d in found.diagnostics
@@ -248,12 +249,19 @@ def test_retrieval_shows_the_signature_of_a_shown_call_after_the_ranked_entries(
                           "2 definitions called from shown lines, kept the first 1 signatures")]
     assert entries(call_signatures_limit=0)[1:] == []
     assert truncated == []
+    # With the first candidate's neighbouring lines (first_run_context 3),
+    # items_sum's signature (9) is among them and is not shown again.
+    assert entries(first_run_context=3) == [
+        (1, "shop.total", ("ripgrep",), [1, 2, 3, 4, 5, 6, 7, 8, 9]),
+        (2, "pricing.discount", ("called",), [1, 2, 3, 4]),
+    ]
 
 
 def test_the_benchmark_counts_signature_lines_as_shown_not_as_ranked(tmp_path: Path) -> None:
     root = make_git_repo(tmp_path / "repo", SHOP)
     only = ("ripgrep", "python", "rerank", "prune", "assemble", "dependence")
-    answer = run_ctx04("total() is wrong", root, Settings(), plugin_manager(only=only))
+    answer = run_ctx04("total() is wrong", root, Settings(first_run_context=0),
+                       plugin_manager(only=only))
     assert [(r.rank, r.qualname, r.included) for r in answer.ranked] == [(1, "shop.total", True)]
     assert [(s.path, s.lines) for s in answer.shown] == [
         ("shop.py", (4, 5, 6, 7, 8)), ("shop.py", (9,)), ("pricing.py", (1, 2, 3, 4)),

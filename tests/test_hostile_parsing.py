@@ -66,8 +66,10 @@ def test_a_python_file_with_a_byte_order_mark_is_indexed_and_shown(tmp_path: Pat
     assert failures(result) == []
     assert result.candidates[0].candidate.qualname == "legacy.parse_header"
     entry = shown(result, "legacy.parse_header")
-    assert lines_of(entry) == (4, 6)
+    # With the three lines above it (first_run_context): line 1 shows no mark.
+    assert lines_of(entry) == (1, 6)
     assert entry.evidence.text == (
+        '"""Legacy helpers."""\n\n\n'
         "def parse_header(line):\n"
         '    """Split a header line."""\n'
         '    return line.split(":", 1)\n'
@@ -108,8 +110,11 @@ def test_a_lone_carriage_return_ends_no_line(
     result = retrieve("read_config fails", root)
     assert failures(result) == []
     entry = shown(result, "mac.read_config")
-    assert lines_of(entry) == (8, 9)
-    assert entry.evidence.text == "def read_config(path):\n    return os.path.exists(path)\n"
+    # With the three (blank) lines above it (first_run_context).
+    assert lines_of(entry) == (5, 9)
+    assert entry.evidence.text == (
+        "\n\n\ndef read_config(path):\n    return os.path.exists(path)\n"
+    )
     index = indexed(root).index
     module, function = index.file_nodes("mac.py")
     assert (function.span.start_line, function.span.end_line, function.header_end) == (8, 9, 8)
@@ -141,8 +146,12 @@ def test_form_feeds_and_line_separators_inside_a_line_end_no_line(tmp_path: Path
     result = retrieve("split_page loses the last page", root)
     assert failures(result) == []
     entry = shown(result, "pages.split_page")
-    assert lines_of(entry) == (4, 5)
-    assert entry.evidence.text == "def split_page(text):\n    return text.split(SEP)\n"
+    # With the three lines above it (first_run_context), each one line.
+    assert lines_of(entry) == (1, 5)
+    assert entry.evidence.text == (
+        'SEP = "\x0c"\nNOTE = "a\u2028b"  # \u2028 and \x0c\n\x0c\n'
+        "def split_page(text):\n    return text.split(SEP)\n"
+    )
 
 
 # --- what parsing one file may cost ---------------------------------------------------------

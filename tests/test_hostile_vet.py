@@ -185,8 +185,8 @@ def test_a_git_diff_editing_a_retrieved_function_passes(
     trace = tmp_path / "session.jsonl"
     retrieved(shop, trace, task)
     function = lines_of(shop, path, *lines)
-    # Shown whole, with the blank lines after it (blank_line_ends).
-    assert any(block.rstrip("\n") == function.rstrip("\n") for block in blocks(trace))
+    # Shown whole, with lines beside it (blank_line_ends, first_run_context).
+    assert any(function in block for block in blocks(trace))
     diff = git_diff(shop, path, old, new)
     assert diff.count("\n@@ ") == 1
     assert coverage(diff.replace("\n@@ ", "\n@ @ "), function) == plain_coverage

@@ -169,7 +169,9 @@ def test_prune_keeps_real_lines_of_each_candidate_in_rank_order(
         numbers = [n for n, _ in excerpt.lines]
         assert numbers == sorted(set(numbers)) and numbers
         text = str(FILES[span.path]).split("\n")
-        # Its own lines, and blank lines beside them (blank_line_ends).
-        assert all(span.start_line <= n <= span.end_line or not text[n - 1].strip()
-                   for n in numbers)
+        # Its own lines, blank lines beside them (blank_line_ends), and the
+        # first candidate's neighbouring lines (first_run_context).
+        reach = limits.first_run_context if excerpt.ranked.rank == 1 else 0
+        assert all(span.start_line - reach <= n <= span.end_line + reach
+                   or not text[n - 1].strip() for n in numbers)
         assert all(line == text[n - 1] for n, line in excerpt.lines)

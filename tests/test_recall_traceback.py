@@ -272,7 +272,8 @@ def test_the_slice_shows_the_lines_a_link_points_at(tmp_path: Path) -> None:
         )
         entry = result.context.entries[0]
         shown[task] = (entry.excerpt.shown_as, [n for n, _ in entry.excerpt.lines], entry.included)
+    # Each run with three lines either side (first_run_context).
     assert list(shown.values()) == [
-        ("pruned", [1, 2, 3, 4], True),
-        ("pruned", [1, 2, 3, 4, 40, 41, 42], True),
+        ("pruned", [1, 2, 3, 4, 5, 6, 7], True),
+        ("pruned", [1, 2, 3, 4, 5, 6, 7, *range(37, 46)], True),
     ]

@@ -3,8 +3,8 @@ of the leading functions (of a type: its own lines, or its span when small)
 whose score is near the best, each only when it fits beside everything
 planned, so the slice names the same places and shows more of the lines to
 edit; the plan never hands assemble more than fits. Each rule is read without
-the blank lines the slice adds last at its runs' ends (``blank_line_ends``),
-which have their own tests at the end."""
+the lines the slice adds last beside its runs (``blank_line_ends``,
+``first_run_context``), which have their own tests at the end."""
 
 from __future__ import annotations
 
@@ -34,8 +34,9 @@ TASK = (
 
 
 def alone(**fields: Any) -> Settings:
-    """The value slice without the blank lines at its runs' ends (tested last)."""
-    return Settings(slice_shape="value", blank_line_ends=False).with_overrides(**fields)
+    """The value slice without the lines it adds last beside its runs (tested last)."""
+    return Settings(slice_shape="value", blank_line_ends=False, first_run_context=0
+                    ).with_overrides(**fields)
 
 
 @pytest.fixture
@@ -248,8 +249,9 @@ def test_an_unknown_slice_shape_is_refused() -> None:
 def test_leader_settings_out_of_range_are_refused() -> None:
     with pytest.raises(SettingsError, match=r"leader_line_ratio .* in \(0, 1\], not 0.0"):
         Settings(leader_line_ratio=0.0)
-    for negative in ("leader_ranks", "leader_line_context", "type_span_max_lines"):
-        with pytest.raises(SettingsError, match="type_span_max_lines are counts, 0 or more"):
+    for negative in ("leader_ranks", "leader_line_context", "type_span_max_lines",
+                     "first_run_context"):
+        with pytest.raises(SettingsError, match="first_run_context are counts, 0 or more"):
             Settings().with_overrides(**{negative: -1})
 
 
@@ -717,3 +719,29 @@ def test_blank_lines_before_a_body_once_and_never_a_long_run(
         ("gaps.spaced", "whole", [10, 11]),
         ("gaps.tidy", "whole", [4, 5]),
     ]
+
+
+
+
+def test_the_first_candidates_runs_show_three_lines_either_side_when_they_fit(
+    shop: Repo,
+) -> None:
+    # Cart ranks first, shown as its own lines (type_span_max_lines 0): its
+    # header and docstring (20-22) and the blank lines between its members,
+    # five runs. With room, each run shows three lines either side; where all
+    # of them do not fit, the runs take theirs in file order while they fit;
+    # total, second, shows no more than its body.
+    order = ranked(shop, ("shop.cart.Cart", 1.0), ("shop.cart.Cart.total", 0.5))
+    total = ("shop.cart.Cart.total", "whole", [41, 42, 43, 44, 45, 46], True)
+
+    def cart(budget: int, reach: int) -> list[int]:
+        context = sliced(shop, order, budget, blank_line_ends=True, first_run_context=reach,
+                         type_span_max_lines=0)
+        assert shown(context)[1] == total
+        assert context.tokens <= budget
+        return shown(context)[0][2]
+
+    assert cart(4000, 0) == cart(210, 3) == [20, 21, 22, 27, 33, 36, 40]
+    assert cart(220, 3) == [17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 33, 36, 40]
+    assert cart(270, 3) == [*range(17, 31), 33, 36, 40]
+    assert cart(4000, 3) == list(range(17, 41))

@@ -117,6 +117,12 @@ lines, 0.109 of the training Python sample's). Not before every run: each
 signature has blank lines before it, and few of those hold a change (dev:
 0.007 of line recall for 0.018 of irrelevant share). A run of more than
 ``BLANK_RUN_MAX`` blank lines is the file's layout, not a separator.
+Then the first candidate's excerpt shows ``first_run_context`` lines either
+side of each of its runs, all when they fit, else run by run in file order
+while they fit: the change is often a line or three from a run of its best
+lines, of a type's or a module's own lines, or just outside a body (dev
+multilingual line recall +0.017, training multilingual +0.010, Loc-Bench
+breadth +0.017, no task down; docs/benchmarks.md, stop 63).
 
 A candidate whose best line scores under ``prune_relative_floor`` of the
 best line of all candidates is dropped whole: it shares little of the
@@ -140,7 +146,7 @@ from ctx04_core.bm25 import idf, score, term_weights
 from ctx04_core.evidence import HEADER, KINDS, short_coverage
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.ranking.model import own_probability, sure_of
-from ctx04_core.repository import Repo
+from ctx04_core.repository import Repo, SourceFile
 from ctx04_core.settings import SIGNATURES, Settings
 from ctx04_core.stages.assemble import render, utf8_bytes
 from ctx04_core.stages.regions import node_of, own_text, span_text
@@ -395,8 +401,10 @@ def _value_shape(
         )
         if head is not None and room.take(head):
             excerpts.append(head)
-    if settings.blank_line_ends:
-        _blank_line_ends(excerpts, [*range(planned), *range(tail, len(excerpts))], room, repo)
+    if settings.blank_line_ends or settings.first_run_context:
+        _widened_runs(
+            excerpts, [*range(planned), *range(tail, len(excerpts))], room, repo, settings
+        )
     return excerpts
 
 
@@ -405,39 +413,68 @@ BLANK_BEFORE_RUN = 10
 BLANK_RUN_MAX = 3
 
 
-def _blank_line_ends(
-    excerpts: list[Excerpt], planned: list[int], room: _Room, repo: Repo
+def _widened_runs(
+    excerpts: list[Excerpt], planned: list[int], room: _Room, repo: Repo, settings: Settings
 ) -> None:
-    """Each planned excerpt (``planned``: indices, best first) with the blank
-    lines after each run of its lines, and before each run of at least
-    ``BLANK_BEFORE_RUN`` lines, that no excerpt shows, when they fit."""
+    """Each planned excerpt (``planned``: indices, best first) with the lines
+    beside its runs that no excerpt shows, when they fit: the blank lines at
+    the runs' ends (``blank_line_ends``), then, for the first candidate,
+    ``first_run_context`` lines either side of each run, all of them or else
+    run by run in file order while they fit."""
     shown = _lines_shown([excerpts[i] for i in planned])
     for i in planned:
-        excerpt = excerpts[i]
-        path = excerpt.ranked.candidate.span.path
+        path = excerpts[i].ranked.candidate.span.path
         source = repo.source(path)
-        if source is None or not excerpt.lines:
+        if source is None or not excerpts[i].lines:
             continue
         taken = shown.setdefault(path, set())
-        blank = [n for n in _blank_ends(excerpt, source.lines) if n not in taken]
-        if not blank:
+        runs = _runs(excerpts[i])
+        if settings.blank_line_ends:
+            _widen(excerpts, i, [_blank_ends(runs, source.lines)], taken, source, room)
+        reach = settings.first_run_context if excerpts[i].ranked.rank == 1 else 0
+        if reach:
+            each = [
+                [n for n in (*range(start - reach, start), *range(end + 1, end + reach + 1))
+                 if 1 <= n <= len(source.lines)]
+                for start, end in runs
+            ]
+            if not _widen(excerpts, i, [[n for run in each for n in run]], taken, source, room):
+                _widen(excerpts, i, each, taken, source, room)
+
+
+def _widen(
+    excerpts: list[Excerpt], i: int, groups: list[list[int]], taken: set[int],
+    source: SourceFile, room: _Room,
+) -> bool:
+    """Excerpt ``i`` with each group of lines in turn (less those ``taken``)
+    while the next fits; False when one did not fit."""
+    for group in groups:
+        lines = [n for n in group if n not in taken]
+        if not lines:
             continue
-        lines = dict(excerpt.lines)
-        lines.update((n, source.lines[n - 1]) for n in blank)
-        wider = Excerpt(excerpt.ranked, tuple(sorted(lines.items())), excerpt.shown_as)
-        if room.replace(excerpt, wider):
-            excerpts[i] = wider
-            taken.update(blank)
+        text = dict(excerpts[i].lines)
+        text.update((n, source.lines[n - 1]) for n in lines)
+        wider = Excerpt(excerpts[i].ranked, tuple(sorted(text.items())), excerpts[i].shown_as)
+        if not room.replace(excerpts[i], wider):
+            return False
+        excerpts[i] = wider
+        taken.update(lines)
+    return True
 
 
-def _blank_ends(excerpt: Excerpt, text: tuple[str, ...]) -> list[int]:
-    """The blank lines of ``text`` (a file's lines) right after each run of the
-    excerpt's lines, and right before each run of at least ``BLANK_BEFORE_RUN``."""
+def _runs(excerpt: Excerpt) -> list[tuple[int, int]]:
+    """The excerpt's runs of consecutive lines, (first, last), in file order."""
     numbers = {n for n, _ in excerpt.lines}
     starts = sorted(n for n in numbers if n - 1 not in numbers)
     ends = sorted(n for n in numbers if n + 1 not in numbers)
+    return list(zip(starts, ends, strict=True))
+
+
+def _blank_ends(runs: list[tuple[int, int]], text: tuple[str, ...]) -> list[int]:
+    """The blank lines of ``text`` (a file's lines) right after each run, and
+    right before each run of at least ``BLANK_BEFORE_RUN`` lines."""
     found: list[int] = []
-    for start, end in zip(starts, ends, strict=True):
+    for start, end in runs:
         found += _blank_run(text, end + 1, 1)
         if end - start + 1 >= BLANK_BEFORE_RUN:
             found += _blank_run(text, start - 1, -1)
