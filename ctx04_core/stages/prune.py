@@ -419,8 +419,8 @@ def _widened_runs(
     """Each planned excerpt (``planned``: indices, best first) with the lines
     beside its runs that no excerpt shows, when they fit: the blank lines at
     the runs' ends (``blank_line_ends``), then, for the first candidate,
-    ``first_run_context`` lines either side of each run, all of them or else
-    run by run in file order while they fit."""
+    ``first_run_context`` lines either side of each run, of as many of its
+    runs, in file order, as fit."""
     shown = _lines_shown([excerpts[i] for i in planned])
     for i in planned:
         path = excerpts[i].ranked.candidate.span.path
@@ -430,7 +430,7 @@ def _widened_runs(
         taken = shown.setdefault(path, set())
         runs = _runs(excerpts[i])
         if settings.blank_line_ends:
-            _widen(excerpts, i, [_blank_ends(runs, source.lines)], taken, source, room)
+            _widen(excerpts, i, _blank_ends(runs, source.lines), taken, source, room)
         reach = settings.first_run_context if excerpts[i].ranked.rank == 1 else 0
         if reach:
             each = [
@@ -438,28 +438,37 @@ def _widened_runs(
                  if 1 <= n <= len(source.lines)]
                 for start, end in runs
             ]
-            if not _widen(excerpts, i, [[n for run in each for n in run]], taken, source, room):
-                _widen(excerpts, i, each, taken, source, room)
+            # All runs, else the most that fit, halving: each try renders the
+            # excerpt, and a C module's own lines can be a hundred runs.
+            fit, unfit, middle = 0, len(each) + 1, len(each)
+            while unfit - fit > 1:
+                wider = _with_lines(excerpts[i], each[:middle], taken, source)
+                if room.fits(excerpts[i], wider):
+                    fit = middle
+                else:
+                    unfit = middle
+                middle = (fit + unfit) // 2
+            _widen(excerpts, i, [n for run in each[:fit] for n in run], taken, source, room)
+
+
+def _with_lines(
+    excerpt: Excerpt, groups: list[list[int]], taken: set[int], source: SourceFile
+) -> Excerpt:
+    """The excerpt with the lines of ``groups`` that are not ``taken``."""
+    text = dict(excerpt.lines)
+    text.update((n, source.lines[n - 1]) for group in groups for n in group if n not in taken)
+    return Excerpt(excerpt.ranked, tuple(sorted(text.items())), excerpt.shown_as)
 
 
 def _widen(
-    excerpts: list[Excerpt], i: int, groups: list[list[int]], taken: set[int],
-    source: SourceFile, room: _Room,
-) -> bool:
-    """Excerpt ``i`` with each group of lines in turn (less those ``taken``)
-    while the next fits; False when one did not fit."""
-    for group in groups:
-        lines = [n for n in group if n not in taken]
-        if not lines:
-            continue
-        text = dict(excerpts[i].lines)
-        text.update((n, source.lines[n - 1]) for n in lines)
-        wider = Excerpt(excerpts[i].ranked, tuple(sorted(text.items())), excerpts[i].shown_as)
-        if not room.replace(excerpts[i], wider):
-            return False
+    excerpts: list[Excerpt], i: int, lines: list[int], taken: set[int], source: SourceFile,
+    room: _Room,
+) -> None:
+    """Excerpt ``i`` with ``lines`` (less those ``taken``) when they fit."""
+    wider = _with_lines(excerpts[i], [lines], taken, source)
+    if len(wider.lines) > len(excerpts[i].lines) and room.replace(excerpts[i], wider):
         excerpts[i] = wider
         taken.update(lines)
-    return True
 
 
 def _runs(excerpt: Excerpt) -> list[tuple[int, int]]:
@@ -705,8 +714,16 @@ class _Room:
         old, new = self.cost(planned), self.cost(larger)
         return self._spend({name: new[name] - old[name] for name in new})
 
+    def fits(self, planned: Excerpt, larger: Excerpt) -> bool:
+        """Whether ``larger`` would fit instead of ``planned``; nothing is planned."""
+        old, new = self.cost(planned), self.cost(larger)
+        return self._within({name: new[name] - old[name] for name in new})
+
+    def _within(self, cost: dict[str, int]) -> bool:
+        return all(left is None or cost[name] <= left for name, left in self.left.items())
+
     def _spend(self, cost: dict[str, int]) -> bool:
-        if any(left is not None and cost[name] > left for name, left in self.left.items()):
+        if not self._within(cost):
             return False
         self.left = {
             name: None if left is None else left - cost[name] for name, left in self.left.items()
