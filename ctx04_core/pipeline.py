@@ -25,7 +25,7 @@ from ctx04_core.settings import Settings
 from ctx04_core.stages.fuse import fuse, fused_order, ranking_model
 from ctx04_core.stages.merge import merge
 from ctx04_core.stages.place import place
-from ctx04_core.stages.prune import statement_lines
+from ctx04_core.stages.prune import lines_shown, statement_lines
 from ctx04_core.stages.query import build_query, extensions_of
 from ctx04_core.stages.regions import span_text
 from ctx04_core.stages.templates import template_lines, without_template_lines
@@ -538,11 +538,7 @@ def _call_signatures(
             if (node.span, node.qualname) not in candidates:
                 called.setdefault(node)
     # A signature an excerpt already shows (beside the first candidate's lines) is not repeated.
-    seen: dict[str, set[int]] = {}
-    for excerpt in excerpts:
-        seen.setdefault(excerpt.ranked.candidate.span.path, set()).update(
-            n for n, _ in excerpt.lines
-        )
+    seen = lines_shown(excerpts)
     signatures: list[Excerpt] = []
     for node in list(called)[:limit]:
         source = repo.source(node.span.path)

@@ -36,7 +36,7 @@ import pluggy
 
 from ctx04_core.diff import hunk_header
 from ctx04_core.settings import Settings
-from ctx04_core.stages.regions import node_own_lines
+from ctx04_core.stages.regions import node_own_lines, runs
 from ctx04_core.text import source_text, split_lines
 from ctx04_core.types import FUNCTION_KINDS, MODULE, TYPE_KINDS, Node, ParsedFile
 
@@ -186,17 +186,6 @@ def _enclosing(nodes: tuple[Node, ...], line: int) -> Node | None:
             return min(fitting, key=lambda n: (n.span.end_line - n.span.start_line,
                                                -n.span.start_line))
     return None
-
-
-def runs(lines: list[int]) -> Region:
-    """Sorted line numbers as inclusive runs: [1, 2, 3, 7] -> ((1, 3), (7, 7))."""
-    found: list[tuple[int, int]] = []
-    for line in lines:
-        if found and line <= found[-1][1] + 1:
-            found[-1] = (found[-1][0], max(found[-1][1], line))
-        else:
-            found.append((line, line))
-    return tuple(found)
 
 
 def _read(path: Path) -> str | None:

@@ -19,7 +19,7 @@ from typing import Any
 import pluggy
 
 from ctx04_core.bench.dataset import Instance
-from ctx04_core.bench.gold import file_definitions, gold_from_patch, runs
+from ctx04_core.bench.gold import file_definitions, gold_from_patch
 from ctx04_core.bench.metrics import FAILED, Answer, Covered, RankedItem, Symbol, score
 from ctx04_core.bench.systems import BM25_SETTINGS, SYSTEMS, run_bm25, run_ctx04
 from ctx04_core.bench.trees import Tree, default_cache_dir, materialise, tree_dir
@@ -27,6 +27,7 @@ from ctx04_core.executors import Executor, WorkerLost, run_tasks
 from ctx04_core.plugins import PluginError, disabled_from_env, enabled_plugins, loaded_plugins
 from ctx04_core.ranking.model import fold_model_path
 from ctx04_core.settings import LEARNED, Settings
+from ctx04_core.stages.regions import runs
 
 
 class RunError(ValueError):

@@ -140,7 +140,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 
 from ctx04_core.bm25 import idf, score, term_weights
 from ctx04_core.evidence import HEADER, KINDS, short_coverage
@@ -149,7 +149,7 @@ from ctx04_core.ranking.model import own_probability, sure_of
 from ctx04_core.repository import Repo, SourceFile
 from ctx04_core.settings import SIGNATURES, Settings
 from ctx04_core.stages.assemble import render, utf8_bytes
-from ctx04_core.stages.regions import node_of, own_text, span_text
+from ctx04_core.stages.regions import node_of, own_text, runs, span_text
 from ctx04_core.text import tokenize
 from ctx04_core.tokens import count_tokens
 from ctx04_core.types import (
@@ -380,7 +380,7 @@ def _value_shape(
         # shown in their rank's place.
         kept = {shape.item for shape in shapes}
         refused = tuple(item for item in ranked if item not in kept)
-        shown = _lines_shown(excerpts[:planned])
+        shown = lines_shown(excerpts[:planned])
         floored = _apart_whole(
             refused, shown, room, repo, settings,
             lambda item: _at_least(item, settings.doubt_floor),
@@ -421,69 +421,63 @@ def _widened_runs(
     the runs' ends (``blank_line_ends``), then, for the first candidate,
     ``first_run_context`` lines either side of each run, of as many of its
     runs, in file order, as fit."""
-    shown = _lines_shown([excerpts[i] for i in planned])
+    shown = lines_shown([excerpts[i] for i in planned])
     for i in planned:
         path = excerpts[i].ranked.candidate.span.path
         source = repo.source(path)
         if source is None or not excerpts[i].lines:
             continue
         taken = shown.setdefault(path, set())
-        runs = _runs(excerpts[i])
+        excerpt_runs = runs([n for n, _ in excerpts[i].lines])
         if settings.blank_line_ends:
-            _widen(excerpts, i, _blank_ends(runs, source.lines), taken, source, room)
+            blank = _blank_ends(excerpt_runs, source.lines)
+            _widen(excerpts, i, _with_lines(excerpts[i], blank, taken, source), taken, room)
         reach = settings.first_run_context if excerpts[i].ranked.rank == 1 else 0
         if reach:
             each = [
                 [n for n in (*range(start - reach, start), *range(end + 1, end + reach + 1))
                  if 1 <= n <= len(source.lines)]
-                for start, end in runs
+                for start, end in excerpt_runs
             ]
             # All runs, else the most that fit, halving: each try renders the
             # excerpt, and a C module's own lines can be a hundred runs.
+            best = excerpts[i]
             fit, unfit, middle = 0, len(each) + 1, len(each)
             while unfit - fit > 1:
-                wider = _with_lines(excerpts[i], each[:middle], taken, source)
+                wider = _with_lines(
+                    excerpts[i], (n for run in each[:middle] for n in run), taken, source
+                )
                 if room.fits(excerpts[i], wider):
-                    fit = middle
+                    fit, best = middle, wider
                 else:
                     unfit = middle
                 middle = (fit + unfit) // 2
-            _widen(excerpts, i, [n for run in each[:fit] for n in run], taken, source, room)
+            _widen(excerpts, i, best, taken, room)
 
 
 def _with_lines(
-    excerpt: Excerpt, groups: list[list[int]], taken: set[int], source: SourceFile
+    excerpt: Excerpt, lines: Iterable[int], taken: set[int], source: SourceFile
 ) -> Excerpt:
-    """The excerpt with the lines of ``groups`` that are not ``taken``."""
+    """The excerpt with those of ``lines`` (of ``source``) that are not ``taken``."""
     text = dict(excerpt.lines)
-    text.update((n, source.lines[n - 1]) for group in groups for n in group if n not in taken)
+    text.update((n, source.lines[n - 1]) for n in lines if n not in taken)
     return Excerpt(excerpt.ranked, tuple(sorted(text.items())), excerpt.shown_as)
 
 
 def _widen(
-    excerpts: list[Excerpt], i: int, lines: list[int], taken: set[int], source: SourceFile,
-    room: _Room,
+    excerpts: list[Excerpt], i: int, wider: Excerpt, taken: set[int], room: _Room
 ) -> None:
-    """Excerpt ``i`` with ``lines`` (less those ``taken``) when they fit."""
-    wider = _with_lines(excerpts[i], [lines], taken, source)
+    """``wider`` in place of excerpt ``i`` when it adds lines and fits."""
     if len(wider.lines) > len(excerpts[i].lines) and room.replace(excerpts[i], wider):
         excerpts[i] = wider
-        taken.update(lines)
+        taken.update(n for n, _ in wider.lines)
 
 
-def _runs(excerpt: Excerpt) -> list[tuple[int, int]]:
-    """The excerpt's runs of consecutive lines, (first, last), in file order."""
-    numbers = {n for n, _ in excerpt.lines}
-    starts = sorted(n for n in numbers if n - 1 not in numbers)
-    ends = sorted(n for n in numbers if n + 1 not in numbers)
-    return list(zip(starts, ends, strict=True))
-
-
-def _blank_ends(runs: list[tuple[int, int]], text: tuple[str, ...]) -> list[int]:
+def _blank_ends(line_runs: Sequence[tuple[int, int]], text: tuple[str, ...]) -> list[int]:
     """The blank lines of ``text`` (a file's lines) right after each run, and
     right before each run of at least ``BLANK_BEFORE_RUN`` lines."""
     found: list[int] = []
-    for start, end in runs:
+    for start, end in line_runs:
         found += _blank_run(text, end + 1, 1)
         if end - start + 1 >= BLANK_BEFORE_RUN:
             found += _blank_run(text, start - 1, -1)
@@ -517,7 +511,7 @@ def _leading_head(
     first = min((n.span.start_line for n in nodes if n.kind != MODULE), default=None)
     if module is None or first is None or source is None:
         return None
-    taken = _lines_shown(shown).get(path, set())
+    taken = lines_shown(shown).get(path, set())
     head = range(1, min(first, len(source.lines) + 1))
     lines = [(n, source.lines[n - 1]) for n in head if n not in taken]
     while lines and not lines[-1][1].strip():
@@ -556,7 +550,7 @@ def _apart_whole(
     return bodies
 
 
-def _lines_shown(excerpts: list[Excerpt]) -> dict[str, set[int]]:
+def lines_shown(excerpts: list[Excerpt]) -> dict[str, set[int]]:
     """Per file, the lines the ``excerpts`` show (a file only when some do)."""
     shown: dict[str, set[int]] = {}
     for excerpt in excerpts:
@@ -711,13 +705,15 @@ class _Room:
 
     def replace(self, planned: Excerpt, larger: Excerpt) -> bool:
         """Plan ``larger`` instead of ``planned`` when the difference fits; False when not."""
-        old, new = self.cost(planned), self.cost(larger)
-        return self._spend({name: new[name] - old[name] for name in new})
+        return self._spend(self._difference(planned, larger))
 
     def fits(self, planned: Excerpt, larger: Excerpt) -> bool:
         """Whether ``larger`` would fit instead of ``planned``; nothing is planned."""
+        return self._within(self._difference(planned, larger))
+
+    def _difference(self, planned: Excerpt, larger: Excerpt) -> dict[str, int]:
         old, new = self.cost(planned), self.cost(larger)
-        return self._within({name: new[name] - old[name] for name in new})
+        return {name: new[name] - old[name] for name in new}
 
     def _within(self, cost: dict[str, int]) -> bool:
         return all(left is None or cost[name] <= left for name, left in self.left.items())

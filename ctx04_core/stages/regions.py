@@ -77,3 +77,14 @@ def span_text(candidate: Candidate, repo: Repo) -> list[tuple[int, str]]:
         return []
     last = min(candidate.span.end_line, len(source.lines))
     return [(n, source.lines[n - 1]) for n in range(candidate.span.start_line, last + 1)]
+
+
+def runs(lines: list[int]) -> tuple[tuple[int, int], ...]:
+    """Sorted line numbers as inclusive runs: [1, 2, 3, 7] -> ((1, 3), (7, 7))."""
+    found: list[tuple[int, int]] = []
+    for line in lines:
+        if found and line <= found[-1][1] + 1:
+            found[-1] = (found[-1][0], max(found[-1][1], line))
+        else:
+            found.append((line, line))
+    return tuple(found)
