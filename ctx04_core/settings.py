@@ -362,6 +362,17 @@ class Settings:
     # training, 0.568 -> 0.572 and 0.509 -> 0.526 Loc-Bench, no task down;
     # irrelevant share -0.003 to +0.002; 15 to 98 tokens more. 0: off.
     first_run_context: int = 3
+    # So does each later candidate whose probability of holding a changed line
+    # is at least run_context_floor (the learned order's; under the weighted
+    # fusion only the first), in rank order, after every excerpt's blank lines,
+    # when it fits: a second candidate the order finds as likely as a sure
+    # slice's bodies (sure_floor) is as likely to hold a change beside its
+    # runs. Measured at stop 64 (docs/benchmarks.md, "A probable candidate's
+    # runs with three lines either side"): line recall 0.616 -> 0.621 dev
+    # Python, 0.368 -> 0.373 dev multilingual, 0.607 -> 0.607 and 0.417 ->
+    # 0.418 training, 0.572 -> 0.582 and 0.526 -> 0.526 Loc-Bench, 7 tasks up,
+    # none down; irrelevant share +0.001 to +0.005. 0: the first only.
+    run_context_floor: float = 0.1
     # Then each of the first leader_ranks candidates cut to its best lines (a
     # body too long for the budget, a module's own lines) shows its lines
     # scoring at least leader_line_ratio of its best line, each with
@@ -493,11 +504,12 @@ class Settings:
                 f"a count, 0 or more; not {self.changelog_share!r}, {self.placed_file_position!r}"
             )
         doubts = (self.doubt_probability, self.doubt_floor, self.doubt_pool_floor,
-                  self.sure_floor)
+                  self.sure_floor, self.run_context_floor)
         if not all(0 <= p <= 1 for p in doubts):
             raise SettingsError(
-                f"doubt_probability, doubt_floor, doubt_pool_floor and sure_floor are "
-                f"probabilities, in [0, 1], not {', '.join(map(repr, doubts))}"
+                f"doubt_probability, doubt_floor, doubt_pool_floor, sure_floor and "
+                f"run_context_floor are probabilities, in [0, 1], not "
+                f"{', '.join(map(repr, doubts))}"
             )
         if not self.sure_margin >= 1:  # NaN too
             raise SettingsError(

@@ -626,13 +626,16 @@ def test_eval_records_say_what_each_entry_past_the_candidates_is(tmp_path: Path)
 
 
 def test_doubt_settings_out_of_range_are_refused() -> None:
-    with pytest.raises(SettingsError, match=r"doubt_probability, doubt_floor, doubt_pool_floor "
-                       r"and sure_floor are probabilities, in \[0, 1\], not 1.5, 0.03, 0.01, 0.1"):
+    with pytest.raises(SettingsError, match=r"doubt_probability, doubt_floor, doubt_pool_floor, "
+                       r"sure_floor and run_context_floor are probabilities, in \[0, 1\], "
+                       r"not 1.5, 0.03, 0.01, 0.1, 0.1"):
         Settings(doubt_probability=1.5)
-    with pytest.raises(SettingsError, match=r"not 0.3, 0.03, -0.1, 0.1"):
+    with pytest.raises(SettingsError, match=r"not 0.3, 0.03, -0.1, 0.1, 0.1"):
         Settings(doubt_pool_floor=-0.1)
-    with pytest.raises(SettingsError, match=r"not 0.3, 0.03, 0.01, 2.0"):
+    with pytest.raises(SettingsError, match=r"not 0.3, 0.03, 0.01, 2.0, 0.1"):
         Settings(sure_floor=2.0)
+    with pytest.raises(SettingsError, match=r"not 0.3, 0.03, 0.01, 0.1, -0.5"):
+        Settings(run_context_floor=-0.5)
     for margin in (0.5, float("nan")):
         with pytest.raises(SettingsError, match=r"sure_margin is how many times the next "
                            r"candidate's probability the first's must be, 1 or more, not "):
@@ -745,3 +748,27 @@ def test_the_first_candidates_runs_show_three_lines_either_side_when_they_fit(
     assert cart(220, 3) == [17, 18, 19, 20, 21, 22, 23, 24, 25, 27, 33, 36, 40]
     assert cart(270, 3) == [*range(17, 31), 33, 36, 40]
     assert cart(4000, 3) == list(range(17, 41))
+
+
+def test_a_probable_later_candidate_shows_three_lines_either_side_too(shop: Repo) -> None:
+    # The learned order is sure of total (p 0.73 against 0.27): apply_discount,
+    # second, shows three lines either side of its body when its probability
+    # reaches run_context_floor, the line after them being round_money's
+    # signature; under a higher floor, or the weighted fusion (no probability),
+    # its body alone. round_money (p 0.05) is improbable: its signature.
+    plain = ranked(
+        shop, ("shop.cart.Cart.total", 10.0), ("shop.pricing.apply_discount", 9.0),
+        ("shop.pricing.round_money", 2.0),
+    )
+    learned = tuple(
+        replace(r, model_score=z, log_odds=z) for r, z in zip(plain, (1.0, -1.0, -3.0), strict=True)
+    )
+
+    def apply_discount(order: tuple[RankedCandidate, ...], floor: float) -> list[int]:
+        context = sliced(shop, order, 4000, first_run_context=3, run_context_floor=floor)
+        assert shown(context)[0][2] == list(range(38, 47))
+        return shown(context)[1][2]
+
+    assert apply_discount(learned, 0.1) == [3, 4, 5, 6, 7, 8, 9, 10, 11]
+    assert apply_discount(learned, 0.3) == apply_discount(learned, 0.0) == [6, 7, 8, 9]
+    assert apply_discount(plain, 0.1) == [6, 7, 8, 9]

@@ -122,7 +122,11 @@ side of each of its runs, all when they fit, else run by run in file order
 while they fit: the change is often a line or three from a run of its best
 lines, of a type's or a module's own lines, or just outside a body (dev
 multilingual line recall +0.017, training multilingual +0.010, Loc-Bench
-breadth +0.017, no task down; docs/benchmarks.md, stop 63).
+breadth +0.017, no task down; docs/benchmarks.md, stop 63). So do the runs
+of each later candidate the learned order gives at least
+``run_context_floor`` (dev line recall +0.005 Python and multilingual,
+Loc-Bench sample +0.010, no task down; stop 64), after every excerpt's
+blank lines, which cost less.
 
 A candidate whose best line scores under ``prune_relative_floor`` of the
 best line of all candidates is dropped whole: it shares little of the
@@ -140,7 +144,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from ctx04_core.bm25 import idf, score, term_weights
 from ctx04_core.evidence import HEADER, KINDS, short_coverage
@@ -417,42 +421,59 @@ def _widened_runs(
     excerpts: list[Excerpt], planned: list[int], room: _Room, repo: Repo, settings: Settings
 ) -> None:
     """Each planned excerpt (``planned``: indices, best first) with the lines
-    beside its runs that no excerpt shows, when they fit: the blank lines at
-    the runs' ends (``blank_line_ends``), then, for the first candidate,
-    ``first_run_context`` lines either side of each run, of as many of its
-    runs, in file order, as fit."""
+    beside its runs that no excerpt shows, when they fit: first every
+    excerpt's blank lines at its runs' ends (``blank_line_ends``: cheap, and
+    where an insertion goes), then, for the first candidate and each later
+    one at least ``run_context_floor`` probable, ``first_run_context`` lines
+    either side of each run, of as many of its runs, in file order, as fit."""
     shown = lines_shown([excerpts[i] for i in planned])
-    for i in planned:
-        path = excerpts[i].ranked.candidate.span.path
-        source = repo.source(path)
-        if source is None or not excerpts[i].lines:
-            continue
-        taken = shown.setdefault(path, set())
-        excerpt_runs = runs([n for n, _ in excerpts[i].lines])
-        if settings.blank_line_ends:
-            blank = _blank_ends(excerpt_runs, source.lines)
+    planned_runs = {i: runs([n for n, _ in excerpts[i].lines]) for i in planned}
+    if settings.blank_line_ends:
+        for i, source, taken in _sources(excerpts, planned, shown, repo):
+            blank = _blank_ends(planned_runs[i], source.lines)
             _widen(excerpts, i, _with_lines(excerpts[i], blank, taken, source), taken, room)
-        reach = settings.first_run_context if excerpts[i].ranked.rank == 1 else 0
-        if reach:
-            each = [
-                [n for n in (*range(start - reach, start), *range(end + 1, end + reach + 1))
-                 if 1 <= n <= len(source.lines)]
-                for start, end in excerpt_runs
-            ]
-            # All runs, else the most that fit, halving: each try renders the
-            # excerpt, and a C module's own lines can be a hundred runs.
-            best = excerpts[i]
-            fit, unfit, middle = 0, len(each) + 1, len(each)
-            while unfit - fit > 1:
-                wider = _with_lines(
-                    excerpts[i], (n for run in each[:middle] for n in run), taken, source
-                )
-                if room.fits(excerpts[i], wider):
-                    fit, best = middle, wider
-                else:
-                    unfit = middle
-                middle = (fit + unfit) // 2
-            _widen(excerpts, i, best, taken, room)
+    reach = settings.first_run_context
+    if not reach:
+        return
+    for i, source, taken in _sources(excerpts, planned, shown, repo):
+        if not _with_context(excerpts[i].ranked, settings):
+            continue
+        each = [
+            [n for n in (*range(start - reach, start), *range(end + 1, end + reach + 1))
+             if 1 <= n <= len(source.lines)]
+            for start, end in planned_runs[i]
+        ]
+        # All runs, else the most that fit, halving: each try renders the
+        # excerpt, and a C module's own lines can be a hundred runs.
+        best = excerpts[i]
+        fit, unfit, middle = 0, len(each) + 1, len(each)
+        while unfit - fit > 1:
+            wider = _with_lines(
+                excerpts[i], (n for run in each[:middle] for n in run), taken, source
+            )
+            if room.fits(excerpts[i], wider):
+                fit, best = middle, wider
+            else:
+                unfit = middle
+            middle = (fit + unfit) // 2
+        _widen(excerpts, i, best, taken, room)
+
+
+def _sources(
+    excerpts: list[Excerpt], planned: list[int], shown: dict[str, set[int]], repo: Repo
+) -> Iterator[tuple[int, SourceFile, set[int]]]:
+    """Each planned excerpt that shows lines, with its file and the file's shown lines."""
+    for i in planned:
+        source = repo.source(excerpts[i].ranked.candidate.span.path)
+        if source is not None and excerpts[i].lines:
+            yield i, source, shown.setdefault(excerpts[i].ranked.candidate.span.path, set())
+
+
+def _with_context(item: RankedCandidate, settings: Settings) -> bool:
+    """Whether the candidate's runs get ``first_run_context`` lines either side."""
+    return item.rank == 1 or (
+        settings.run_context_floor > 0 and _at_least(item, settings.run_context_floor)
+    )
 
 
 def _with_lines(
