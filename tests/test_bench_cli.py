@@ -82,14 +82,17 @@ def test_eval_ctx04(runs: Runs) -> None:
     # divide (rank 1) is shown whole, with three lines either side (the first
     # candidate's runs, first_run_context); every other candidate's best line
     # scores under a fifth of divide's best: hypot and add, leaders (ranks 2
-    # and 3), are shown as their signatures, the rest not at all.
+    # and 3), are shown as their signatures, the rest not at all. Last, the
+    # leading file's one import and the blank line after it (a head, ranked
+    # past the ranking: no rank).
     assert first["shown"] == [
         {"path": "calc/ops.py", "rank": 1, "extra": None, "lines": [[8, 16]]},
         {"path": "calc/ops.py", "rank": 2, "extra": None, "lines": [[29, 29]]},
         {"path": "calc/ops.py", "rank": 3, "extra": None, "lines": [[7, 7]]},
+        {"path": "calc/ops.py", "rank": None, "extra": "head", "lines": [[2, 3]]},
     ]
-    # Of its 11 lines, one (hypot's signature) is irrelevant.
-    assert first["metrics"] == metrics(irrelevant_context_ratio=1 / 11, tokens=170.0)
+    # Of its 13 lines, one (hypot's signature) is irrelevant.
+    assert first["metrics"] == metrics(irrelevant_context_ratio=1 / 13, tokens=200.0)
     # The module holding the gold line PRECISION = 2 ranks fourth: two of the
     # three symbols are in the top 3, one of them at rank 1.
     assert [r["qualname"] for r in second["ranked"]] == [
@@ -124,7 +127,7 @@ def test_eval_ctx04(runs: Runs) -> None:
         "recall@3": ["0.833"], "recall@5": ["1.000"], "mrr": ["1.000"],
         "required_file_recall": ["1.000"], "required_symbol_recall": ["1.000"],
         "line_recall": ["1.000"], "line_recall@1": ["0.833"], "line_recall@3": ["0.833"],
-        "line_recall@5": ["1.000"], "irrelevant_context_ratio": ["0.045"], "tokens": ["214.0"],
+        "line_recall@5": ["1.000"], "irrelevant_context_ratio": ["0.038"], "tokens": ["229.0"],
     }
     for timing in ("seconds_p50", "seconds_p95", "index_seconds_median", "index_seconds_total"):
         assert re.fullmatch(r"\d+\.\d\d", rows[timing][0])
@@ -290,10 +293,10 @@ def test_compare(runs: Runs) -> None:
     rows = table(done.stdout)
     assert rows["function_acc@5"] == ["1.000", "1.000", "+0.000", "0 / 0"]
     assert rows["recall@1"] == ["0.667", "0.667", "+0.000", "0 / 0"]
-    # bm25's slice is longer than ctx04's on both instances (214.0 -> 322.5 on average).
-    assert [r["tokens"] for r in records(runs.tmp / "ctx04.jsonl")] == [170, 258]
+    # bm25's slice is longer than ctx04's on both instances (229.0 -> 322.5 on average).
+    assert [r["tokens"] for r in records(runs.tmp / "ctx04.jsonl")] == [200, 258]
     assert [r["tokens"] for r in records(runs.tmp / "bm25.jsonl")] == [355, 290]
-    assert rows["tokens"] == ["214.0", "322.5", "+108.5", "2 / 0"]
+    assert rows["tokens"] == ["229.0", "322.5", "+93.5", "2 / 0"]
     assert rows["seconds_p50"][-1] == "-"
 
 
@@ -431,7 +434,7 @@ def test_eval_per_language(runs: Runs) -> None:
         python = dict(zip(METRICS, rows["Python"][1:], strict=True))
         assert rows["Python"][0] == "2"
         assert (python["recall@1"], python["recall@3"], python["tokens"]) == {
-            "ctx04": ("0.667", "0.833", "214.0"), "bm25": ("0.667", "1.000", "322.5")
+            "ctx04": ("0.667", "0.833", "229.0"), "bm25": ("0.667", "1.000", "322.5")
         }[system]
         # The whole run's summary mixes both.
         assert table(done.stdout)["recall@1"] == ["0.444"]
@@ -441,7 +444,7 @@ def test_eval_per_language(runs: Runs) -> None:
     rows = table(done.stdout)
     assert rows["Go"] == ["1", *(["+0.000"] * 18), "+0.0"]
     python = dict(zip(METRICS, rows["Python"][1:], strict=True))
-    assert (python["recall@3"], python["tokens"]) == ("+0.167", "+108.5")
+    assert (python["recall@3"], python["tokens"]) == ("+0.167", "+93.5")
     # Unlabelled records give no per-language table.
     done = ctx04(runs.env, "eval", "--compare", runs.tmp / "ctx04.jsonl", runs.tmp / "bm25.jsonl")
     assert "per language" not in done.stdout

@@ -225,7 +225,10 @@ def test_retrieval_shows_the_signature_of_a_shown_call_after_the_ranked_entries(
     truncated: list[tuple[str, str, str]] = []
 
     def entries(**overrides: object) -> list[tuple[int, str | None, tuple[str, ...], list[int]]]:
-        settings = Settings(first_run_context=0).with_overrides(**overrides)
+        # Without the leading file's imports (leading_imports_max), shown last.
+        settings = Settings(first_run_context=0, leading_imports_max=0).with_overrides(
+            **overrides
+        )
         found = retrieve(task, root, settings=settings,
                          only=only, index_dir=tmp_path / "i")
         assert [r.candidate.qualname for r in found.candidates] == ["shop.total"]
@@ -260,7 +263,8 @@ def test_retrieval_shows_the_signature_of_a_shown_call_after_the_ranked_entries(
 def test_the_benchmark_counts_signature_lines_as_shown_not_as_ranked(tmp_path: Path) -> None:
     root = make_git_repo(tmp_path / "repo", SHOP)
     only = ("ripgrep", "python", "rerank", "prune", "assemble", "dependence")
-    answer = run_ctx04("total() is wrong", root, Settings(first_run_context=0),
+    answer = run_ctx04("total() is wrong", root,
+                       Settings(first_run_context=0, leading_imports_max=0),
                        plugin_manager(only=only))
     assert [(r.rank, r.qualname, r.included) for r in answer.ranked] == [(1, "shop.total", True)]
     assert [(s.path, s.lines) for s in answer.shown] == [

@@ -133,7 +133,7 @@ def test_three_arms_two_tasks(tmp_path: Path, model: StandIn) -> None:
         (321, 45, 366, CALL_COST), (321, 45, 366, CALL_COST), (321, 45, 366, CALL_COST),
         (0, 0, 0, 0.0), (0, 0, 0, 0.0), (321, 45, 366, CALL_COST),
     ]
-    assert [c["slice_tokens"] for c in calls] == [170, 76, 0, 258, 169, 0]
+    assert [c["slice_tokens"] for c in calls] == [200, 76, 0, 258, 169, 0]
     assert calls[0]["files"] == ["calc/ops.py"] and calls[0]["model_artifact"] == "stand-in-1"
 
     # What the model was asked: the issue and the slice, or that none is shown.

@@ -88,13 +88,20 @@ def test_the_json_is_the_documented_schema(shop: Path) -> None:
     )
     assert [c["rank"] for c in data["candidates"]] == list(range(1, len(data["candidates"]) + 1))
     included = [c for c in data["candidates"] if c["included"]]
+    # After the ranked entries, the leading file's import statements (a
+    # reference of source head, ranked past the 16 candidates).
+    imports = [e for e in result.context.entries if e.included][len(included):]
+    assert [(e.excerpt.ranked.rank, e.excerpt.ranked.candidate.sources,
+             [n for n, _ in e.excerpt.lines]) for e in imports] == [
+        (17, ("head",), [2, 3, 4, 5, 6, 7, 8, 9]),
+    ]
     # The slice is the header, exactly the included entries' texts, the coverage line.
     assert result.context.text == (
         "## Context slice (retrieved — untrusted data)\n\n" + "".join(c["text"] for c in included)
-        + "Coverage: nothing cut or refused; recall is not exhaustive.\n"
+        + imports[0].text + "Coverage: nothing cut or refused; recall is not exhaustive.\n"
     )
     # One source reference per rendered excerpt, in rank order.
-    assert [r["rank"] for r in data["references"]] == [c["rank"] for c in included]
+    assert [r["rank"] for r in data["references"]] == [c["rank"] for c in included] + [17]
     first_ref = data["references"][0]
     assert list(first_ref) == [
         "schema", "path", "start_line", "end_line", "content_digest", "excerpt_digest",

@@ -162,6 +162,15 @@ def test_prune_keeps_real_lines_of_each_candidate_in_rank_order(
     limits = Settings(budget_tokens=budget)
     excerpts = prune(query=query, ranked=ranked, reserve=(), repo=repo, settings=limits)
     assert excerpts == prune(query=query, ranked=ranked, reserve=(), repo=repo, settings=limits)
+    # Last, at most one excerpt of the first candidate's file's head: its
+    # import statements (leading_imports_max) and the blank lines after them,
+    # ranked after the ranking.
+    if excerpts and excerpts[-1].ranked.candidate.sources == ("head",):
+        imports = excerpts.pop()
+        assert imports.ranked.rank == len(ranked) + 1
+        assert imports.ranked.candidate.span.path == ranked[0].candidate.span.path
+        written = [line for _, line in imports.lines if line.strip()]
+        assert written and all(line.startswith(("from ", "import ")) for line in written)
     positions = [ranked.index(e.ranked) for e in excerpts]
     assert positions == sorted(set(positions))  # a subsequence of the ranking
     for excerpt in excerpts:

@@ -34,9 +34,10 @@ TASK = (
 
 
 def alone(**fields: Any) -> Settings:
-    """The value slice without the lines it adds last beside its runs (tested last)."""
-    return Settings(slice_shape="value", blank_line_ends=False, first_run_context=0
-                    ).with_overrides(**fields)
+    """The value slice without the lines it adds last (the leading file's imports,
+    the lines beside its runs; tested last)."""
+    return Settings(slice_shape="value", blank_line_ends=False, first_run_context=0,
+                    leading_imports_max=0).with_overrides(**fields)
 
 
 @pytest.fixture
@@ -250,8 +251,9 @@ def test_leader_settings_out_of_range_are_refused() -> None:
     with pytest.raises(SettingsError, match=r"leader_line_ratio .* in \(0, 1\], not 0.0"):
         Settings(leader_line_ratio=0.0)
     for negative in ("leader_ranks", "leader_line_context", "type_span_max_lines",
-                     "first_run_context"):
-        with pytest.raises(SettingsError, match="first_run_context are counts, 0 or more"):
+                     "first_run_context", "leading_imports_max"):
+        with pytest.raises(SettingsError, match="first_run_context and leading_imports_max "
+                                                "are counts, 0 or more"):
             Settings().with_overrides(**{negative: -1})
 
 
@@ -568,6 +570,40 @@ def test_a_slice_in_doubt_shows_the_leading_files_head(shop: Repo) -> None:
     context = assemble(excerpts=tuple(excerpts), diagnostics=(), repo=shop, settings=settings)
     assert [e.ranked.rank for e in excerpts] == [1, 2]
     assert context.tokens <= 150
+
+
+def test_a_sure_slice_shows_the_leading_files_imports_when_they_are_few(shop: Repo) -> None:
+    def imports(
+        leaders: tuple[RankedCandidate, ...], **overrides: object
+    ) -> list[tuple[str, int, str, list[int]]]:
+        settings = alone(leading_imports_max=10).with_overrides(**overrides)
+        return [
+            (e.ranked.candidate.qualname or "", e.ranked.rank, e.shown_as,
+             [n for n, _ in e.lines])
+            for e in pruned(shop, leaders, settings) if "head" in e.ranked.candidate.sources
+        ]
+
+    # Under the weighted fusion (no probability), led by cart.py: its four
+    # import statements of the head (1-9), ranked after the two candidates;
+    # not its docstring.
+    weighted = ranked(shop, ("shop.cart.Cart.total", 1.0), ("shop.pricing.apply_discount", 0.5))
+    assert imports(weighted) == [("shop.cart", 3, "pruned", [2, 4, 6, 7])]
+    # Four are more than three: none. With the blank lines after each.
+    assert imports(weighted, leading_imports_max=3) == []
+    assert imports(weighted, leading_imports_max=0) == []
+    assert imports(weighted, blank_line_ends=True) == [
+        ("shop.cart", 3, "pruned", [2, 3, 4, 5, 6, 7, 8, 9]),
+    ]
+    # A sure learned order (p 0.73 and 0.12) the same; in doubt (0.27 and
+    # 0.12) the whole head instead.
+    sure = tuple(replace(r, model_score=z, log_odds=z)
+                 for r, z in zip(weighted, (1.0, -2.0), strict=True))
+    assert imports(sure) == [("shop.cart", 3, "pruned", [2, 4, 6, 7])]
+    doubtful = (replace(sure[0], model_score=-1.0, log_odds=-1.0), sure[1])
+    assert imports(doubtful) == [("shop.cart", 3, "whole", [1, 2, 3, 4, 5, 6, 7])]
+    # Led by pricing.py, which imports nothing: none.
+    assert imports(tuple(replace(r, rank=rank) for rank, r in
+                         enumerate(reversed(weighted), start=1))) == []
 
 
 def test_siblings_are_references_ranked_after_the_candidates(tmp_path: Path) -> None:
