@@ -170,6 +170,7 @@ from ctx04_core.types import (
     Candidate,
     Diagnostic,
     Excerpt,
+    Node,
     Query,
     RankedCandidate,
     Span,
@@ -539,12 +540,11 @@ def _leading_head(
     if not ranked:
         return None
     path = ranked[0].candidate.span.path
-    nodes = repo.index.file_nodes(path)
     source = repo.source(path)
-    module = next((n for n in nodes if n.kind == MODULE), None)
-    first = min((n.span.start_line for n in nodes if n.kind != MODULE), default=None)
-    if module is None or first is None or source is None:
+    bounds = _module_and_first_definition(path, repo)
+    if bounds is None or source is None:
         return None
+    module, first = bounds
     taken = lines_shown(shown).get(path, set())
     head = range(1, min(first, len(source.lines) + 1))
     lines = [(n, source.lines[n - 1]) for n in head if n not in taken]
@@ -559,6 +559,15 @@ def _leading_head(
     return Excerpt(RankedCandidate(candidate, rank, 0.0), tuple(lines), shown_as)
 
 
+def _module_and_first_definition(path: str, repo: Repo) -> tuple[Node, int] | None:
+    """The file's module node and the first line of its first definition; None
+    when the index has no module or no definition for it."""
+    nodes = repo.index.file_nodes(path)
+    module = next((n for n in nodes if n.kind == MODULE), None)
+    first = min((n.span.start_line for n in nodes if n.kind != MODULE), default=None)
+    return None if module is None or first is None else (module, first)
+
+
 def _leading_imports(head: Excerpt | None, repo: Repo, most: int) -> Excerpt | None:
     """The ``head``'s import lines (those the index records an import on: a
     statement's, or each name's of a statement over several lines) alone,
@@ -566,9 +575,10 @@ def _leading_imports(head: Excerpt | None, repo: Repo, most: int) -> Excerpt | N
     else None."""
     if head is None:
         return None
-    nodes = repo.index.file_nodes(head.ranked.candidate.span.path)
-    module = next(n for n in nodes if n.kind == MODULE)
-    first = min(n.span.start_line for n in nodes if n.kind != MODULE)
+    bounds = _module_and_first_definition(head.ranked.candidate.span.path, repo)
+    if bounds is None:
+        return None
+    module, first = bounds
     before = {
         e.line for e in repo.index.edges_from(module) if e.kind == "import" and e.line < first
     }
