@@ -66,12 +66,12 @@ def parse_file(path: str, text: str, settings: Settings) -> ParsedFile | None:
     the plugin does not handle, so the next parser is asked. Raise
     ``SyntaxError`` for a file in its language that does not parse: the index
     records the failure and the file stays searchable by lexical recall. A
-    parser that recovers from errors (tree-sitter) returns what it recovered
-    with ``error_lines`` set instead: the index keeps the nodes and lists the
-    file as ``partial``. Raise ``ctx04_core.parse_budget.TooComplex`` for a
-    file over the settings' parse budget (a ``ParseBudget`` made from
-    ``settings`` on entry keeps it): the index lists it as ``too_complex``
-    with the reason. First result wins.
+    parser that recovers from errors (tree-sitter's; the Python parser, from
+    a few lines) returns what it recovered with ``error_lines`` set instead:
+    the index keeps the nodes and lists the file as ``partial``. Raise
+    ``ctx04_core.parse_budget.TooComplex`` for a file over the settings' parse
+    budget (a ``ParseBudget`` made from ``settings`` on entry keeps it): the
+    index lists it as ``too_complex`` with the reason. First result wins.
     """
 
 

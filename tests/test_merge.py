@@ -36,7 +36,8 @@ class MemStore:
 def helper():
     return LIMIT
 """
-BROKEN = "def broken(:\n    pass\nx = 1\ny = 2\nz = 3\nw = 4\n"
+# Every line after the first two a syntax error too: too little parses to index it in part.
+BROKEN = "def broken(:\n    pass\nx = = 1\ny = = 2\nz = = 3\nw = = 4\n"
 STORE_PATH = "pkg/store.py"
 REMEMBER = "pkg.store.MemStore.remember"
 

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+from conftest import make_git_repo
+
+from ctx04_core import retrieve
 from ctx04_core.index.python_parser import module_qualname, parse_file, source_globs
 from ctx04_core.plugins import plugin_manager
 from ctx04_core.settings import Settings
@@ -303,6 +307,69 @@ def test_a_file_that_does_not_parse_raises_syntax_error(text: str, message: str)
     with pytest.raises(SyntaxError) as raised:
         parse(path="bad.py", text=text)
     assert raised.value.msg == message
+
+
+# Valid for Python 3.12 (a nested f-string, PEP 695 type parameters) or for
+# Python 2 (a print statement), not for the 3.11 that runs ctx04.
+NEWER_AND_OLDER = '''\
+def first[T](items: list[T]) -> T:
+    return items[0]
+
+
+class Report[K: (str, bytes)](Base):
+    def line(self, name):
+        return f"{", ".join(f"{n}" for n in name)}"
+
+    def legacy(self):
+        print "done"
+        return self.total
+'''
+
+
+def test_a_file_another_python_parses_keeps_its_definitions() -> None:
+    parsed = parse(path="report.py", text=NEWER_AND_OLDER)
+
+    assert parsed is not None
+    assert [(n.qualname, n.span.start_line, n.span.end_line, n.signature)
+            for n in parsed.nodes] == [
+        ("report", 1, 11, ""),
+        ("report.first", 1, 2, "def first(items: list[T]) -> T:"),
+        ("report.Report", 5, 11, "class Report(Base):"),
+        ("report.Report.line", 6, 7, "def line(self, name):"),
+        ("report.Report.legacy", 9, 11, "def legacy(self):"),
+    ]
+    # The lines left out: the headers lost their type parameters, the rest is blank.
+    assert parsed.error_lines == (1, 5, 7, 10)
+
+
+def test_a_file_another_python_parses_is_indexed_in_part_and_retrieved(tmp_path: Path) -> None:
+    root = make_git_repo(tmp_path / "r", {"report.py": NEWER_AND_OLDER})
+
+    result = retrieve("Report.legacy prints done to stdout", root)
+
+    assert result.index.failures == (
+        ("report.py", "partial", "indexed around code that does not parse at line(s) 1, 5, 7, 10"),
+    )
+    top = result.candidates[0].candidate
+    assert (top.qualname, top.span.start_line, top.span.end_line) == ("report.Report.legacy", 9, 11)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # Leaving out more than half of the code would say little about the file.
+        ("def f():\n" + '    print "a"\n' * 3 + "    return 1\n",
+         "Missing parentheses in call to 'print'. Did you mean print(...)?"),
+        # At most 32 lines are left out.
+        ("def f():\n" + '    print "a"\n' * 33 + "    return 1\n" * 40,
+         "Missing parentheses in call to 'print'. Did you mean print(...)?"),
+    ],
+)
+def test_a_file_mostly_not_parsed_stays_a_syntax_error(text: str, message: str) -> None:
+    with pytest.raises(SyntaxError) as raised:
+        parse(path="legacy.py", text=text)
+    assert raised.value.msg == message
+    assert raised.value.lineno == 2
 
 
 def test_the_repositorys_own_warnings_are_not_printed(recwarn: pytest.WarningsRecorder) -> None:

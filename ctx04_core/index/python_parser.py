@@ -11,6 +11,11 @@ package's ``__init__.py`` is named after its folder, and an ``__init__.py``
 at the repository root (the root itself is the package) is named
 ``__init__``.
 
+A file that does not parse for the Python running ctx04 but would for
+another (a nested f-string of 3.12, PEP 695 type parameters, a Python 2
+``print``) keeps its definitions: the lines that fail are left out, each
+keeping its number, and listed in ``error_lines`` (see ``_around_errors``).
+
 Every edge's ``line`` lies inside the span of the node it comes from: that is
 how the index tells apart definitions sharing a qualname (a property's getter
 and setter). ``invoke`` and ``import`` edges are deduplicated per source node,
@@ -20,6 +25,7 @@ keeping the first line; ``contain`` edges are one per child node.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import io
 import re
 import tokenize
@@ -52,6 +58,8 @@ _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 _PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\n")
 _LONE_CR = re.compile(r"\r(?!\n)")
 _POSITIONS = (("lineno", "col_offset"), ("end_lineno", "end_col_offset"))
+# Lines a file that does not parse may have left out and still be indexed.
+MAX_LEFT_OUT = 32
 
 
 @hookimpl
@@ -64,17 +72,90 @@ def parse_file(path: str, text: str, settings: Settings) -> ParsedFile | None:
     if not path.endswith(".py"):
         return None
     # CPython refuses nesting past 100 blocks or 200 brackets itself (a
-    # SyntaxError): of the budget, only the deadline binds here, on the walk.
+    # SyntaxError): of the budget, only the deadline binds here, on the walk
+    # and on the parses again around errors.
     budget = ParseBudget(settings)
+    error_lines: tuple[int, ...] = ()
     try:
         with warnings.catch_warnings():
             # Invalid escapes and the like are the repository's to report, not ours.
             warnings.simplefilter("ignore")
-            tree = syntax_tree(text, path)
+            try:
+                tree = syntax_tree(text, path)
+            except SyntaxError as err:
+                tree, text, error_lines = _around_errors(text, path, err, budget)
     except (ValueError, RecursionError) as err:
         # NUL bytes and pathological nesting are files that do not parse, too.
         raise SyntaxError(str(err) or type(err).__name__) from err
-    return _Extractor(path, split_lines(text), budget).run(tree)
+    parsed = _Extractor(path, split_lines(text), budget).run(tree)
+    return dataclasses.replace(parsed, error_lines=error_lines) if error_lines else parsed
+
+
+def _around_errors(
+    text: str, path: str, error: SyntaxError, budget: ParseBudget
+) -> tuple[ast.Module, str, tuple[int, ...]]:
+    """The tree of ``text`` with the lines that do not parse left out, that text,
+    and those lines.
+
+    A file the running Python cannot parse is often valid for another one (a
+    nested f-string of 3.12, a Python 2 ``print``), and the tree-sitter
+    parsers keep the definitions around an error: so does this one. The line
+    each error names is replaced (see :func:`_stand_in`; blanked if it fails
+    again), keeping every line's number, and the file is parsed again.
+    ``error`` is raised again when that would leave out more than half the
+    file's code or ``MAX_LEFT_OUT`` lines, or passes the parse deadline: what
+    remains would say little about the file.
+    """
+    if _LONE_CR.search(text):
+        raise error  # ast numbers such lines its own way; the blanks would miss
+    lines = text.split("\n")
+    code_lines = sum(1 for line in lines if not _is_blank_or_comment(line))
+    left_out: set[int] = set()
+    failure = error
+    while True:
+        number = _culprit(lines, failure.lineno)
+        if number is None or len(left_out) >= MAX_LEFT_OUT or budget.expired():
+            raise error
+        lines[number - 1] = "" if number in left_out else _stand_in(lines[number - 1])
+        left_out.add(number)
+        if 2 * len(left_out) > code_lines:
+            raise error
+        repaired = "\n".join(lines)
+        try:
+            return ast.parse(repaired, filename=path), repaired, tuple(sorted(left_out))
+        except SyntaxError as again:
+            failure = again
+
+
+def _culprit(lines: list[str], number: int | None) -> int | None:
+    """The line to leave out for an error reported at ``number``: that line, or the
+    last line with code before it (an error at a blank line or past the end)."""
+    if number is None or number < 1:
+        return None
+    number = min(number, len(lines))
+    while number >= 1 and not lines[number - 1].strip():
+        number -= 1
+    return number if number >= 1 else None
+
+
+_GENERIC_HEADER = re.compile(r"^(\s*(?:async\s+)?(?:def|class)\s+\w+)\s*\[")
+_INDENT = re.compile(r"^\s*")
+
+
+def _stand_in(line: str) -> str:
+    """What a line that does not parse becomes first: a ``def f[T](...)`` or
+    ``class C[T]:`` header without its ``[...]``; any other line a ``pass`` at its
+    indentation, so that the block it is in keeps a statement (a line inside
+    brackets then fails again, and is blanked)."""
+    found = _GENERIC_HEADER.match(line)
+    if found is not None:
+        depth = 0
+        for at in range(found.end() - 1, len(line)):
+            depth += {"[": 1, "]": -1}.get(line[at], 0)
+            if depth == 0:
+                return found.group(1) + line[at + 1 :]
+    indent = _INDENT.match(line)
+    return (indent.group() if indent else "") + "pass"
 
 
 def syntax_tree(text: str, path: str = "<unknown>") -> ast.Module:
