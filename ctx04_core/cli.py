@@ -330,6 +330,14 @@ def show_retrieval(result: Retrieval) -> None:
             f"{escape(' (' + diagnostic.detail + ')') if diagnostic.detail else ''}",
             highlight=False,
         )
+    if not result.candidates:
+        # An empty table says neither why nor what would help.
+        console.print(
+            "[yellow]no candidate[/]: no name, path, error message or word of the task "
+            "occurs in the repository's code; a task that names the function, file or "
+            "error it is about gives recall something to find",
+            highlight=False,
+        )
 
 
 @app.command()

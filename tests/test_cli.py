@@ -142,6 +142,18 @@ def test_a_repository_without_python_files_gives_an_empty_slice(tmp_path: Path) 
     assert data["tokens"] == 24  # the header and the coverage line
 
 
+def test_a_task_nothing_matches_says_so_and_what_would_help(shop: Path) -> None:
+    done = ctx04("retrieve", "Improve integration efficiency", "--repo", str(shop),
+                 env={"COLUMNS": "400"})
+    assert done.returncode == 0, done.stderr
+    assert "ctx04: 0 ranked candidates" in done.stdout
+    assert done.stdout.rstrip().endswith(
+        "no candidate: no name, path, error message or word of the task occurs in the "
+        "repository's code; a task that names the function, file or error it is about "
+        "gives recall something to find"
+    )
+
+
 def test_broken_files_are_reported_and_the_rest_is_retrieved(tmp_path: Path) -> None:
     root = make_git_repo(tmp_path / "mixed", {
         **SHOP,
