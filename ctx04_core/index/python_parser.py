@@ -139,7 +139,6 @@ def _culprit(lines: list[str], number: int | None) -> int | None:
 
 
 _GENERIC_HEADER = re.compile(r"^(\s*(?:async\s+)?(?:def|class)\s+\w+)\s*\[")
-_INDENT = re.compile(r"^\s*")
 
 
 def _stand_in(line: str) -> str:
@@ -154,8 +153,7 @@ def _stand_in(line: str) -> str:
             depth += {"[": 1, "]": -1}.get(line[at], 0)
             if depth == 0:
                 return found.group(1) + line[at + 1 :]
-    indent = _INDENT.match(line)
-    return (indent.group() if indent else "") + "pass"
+    return line[: len(line) - len(line.lstrip())] + "pass"
 
 
 def syntax_tree(text: str, path: str = "<unknown>") -> ast.Module:
