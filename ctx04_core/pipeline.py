@@ -25,9 +25,9 @@ from ctx04_core.settings import Settings
 from ctx04_core.stages.fuse import fuse, fused_order, ranking_model
 from ctx04_core.stages.merge import merge
 from ctx04_core.stages.place import place
-from ctx04_core.stages.prune import lines_shown, statement_lines
 from ctx04_core.stages.query import build_query, extensions_of
 from ctx04_core.stages.regions import span_text
+from ctx04_core.stages.shapes import lines_shown, statement_lines
 from ctx04_core.stages.templates import template_lines, without_template_lines
 from ctx04_core.types import (
     SIGNATURE,

@@ -242,7 +242,7 @@ class Settings:
     # candidate) among the first value_ranks or in the files of the first
     # value_files candidates whose fused score is at least
     # value_score_share of the best, in rank order, each only when it fits
-    # beside everything already planned (ctx04_core/stages/prune.py): the
+    # beside everything already planned (ctx04_core/stages/value.py): the
     # slice names the same places and shows more of the lines to edit.
     # value_ranks and value_score_share were chosen on the training tasks
     # (docs/benchmarks.md, "Issue 22"); whole_body_max_lines caps a body

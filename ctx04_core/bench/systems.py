@@ -34,8 +34,8 @@ from ctx04_core.bench.metrics import Answer, RankedItem, Shown
 from ctx04_core.ranking.model import own_probability
 from ctx04_core.settings import Settings
 from ctx04_core.stages.merge import RUN
-from ctx04_core.stages.prune import HEAD
 from ctx04_core.stages.regions import node_own_lines
+from ctx04_core.stages.value import HEAD
 from ctx04_core.types import MODULE, WHOLE, Candidate, Node, RankedCandidate, Span
 
 SYSTEMS = ("ctx04", "bm25")

@@ -95,7 +95,7 @@ LAMBDARANK = {
 LAMBDARANK_ROUNDS = 200
 CALIBRATION_STEPS = 50
 # The edges of the held-out reliability table's bins: the slice's floors and
-# its doubt gate (stages/prune.py), the probabilities its rules compare.
+# its doubt gate (stages/value.py), the probabilities its rules compare.
 RELIABILITY_EDGES = (0.0, 0.03, 0.1, 0.3, 1.0)
 
 

@@ -26,7 +26,7 @@ the model's score is then ``a·raw + b``, the raw score's log-odds that the
 candidate holds a changed line as a logistic fit of the raw scores of the
 repositories each fold left out reads them (Platt scaling, ``ctx04
 train``). The order is the raw score's; what changes is what the slice's
-rules read as a probability (``stages/prune.py``: the doubt gate and its
+rules read as a probability (``stages/value.py``: the doubt gate and its
 floors), which a lambdarank score is not, and which a model fitted on
 repositories unlike the task's overstates. A file without it (the shipped
 logistic model) scores its raw score.

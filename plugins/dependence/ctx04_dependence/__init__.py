@@ -53,8 +53,8 @@ from ctx04_core.hookspecs import hookimpl
 from ctx04_core.index.python_parser import syntax_tree
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
-from ctx04_core.stages.prune import statement_lines
 from ctx04_core.stages.regions import node_of
+from ctx04_core.stages.shapes import statement_lines
 from ctx04_core.text import simple_name
 from ctx04_core.types import FUNCTION_KINDS, Candidate, Excerpt, Node, Query, Signal
 
