@@ -291,12 +291,16 @@ def test_compare(runs: Runs) -> None:
     assert done.returncode == 0, done.stderr
     assert "2 instances in both (only in A: 0, only in B: 0)" in done.stdout
     rows = table(done.stdout)
-    assert rows["function_acc@5"] == ["1.000", "1.000", "+0.000", "0 / 0"]
-    assert rows["recall@1"] == ["0.667", "0.667", "+0.000", "0 / 0"]
+    assert rows["function_acc@5"] == [
+        "1.000", "1.000", "+0.000", "+0.000 .. +0.000", "0 / 0", "1.00"
+    ]
+    assert rows["recall@1"] == ["0.667", "0.667", "+0.000", "+0.000 .. +0.000", "0 / 0", "1.00"]
     # bm25's slice is longer than ctx04's on both instances (229.0 -> 322.5 on average).
     assert [r["tokens"] for r in records(runs.tmp / "ctx04.jsonl")] == [200, 258]
     assert [r["tokens"] for r in records(runs.tmp / "bm25.jsonl")] == [355, 290]
-    assert rows["tokens"] == ["229.0", "322.5", "+93.5", "2 / 0"]
+    # Changes +155 and +32: mean 93.5, standard error 61.5, so 93.5 ± 1.96 x 61.5;
+    # two instances up and none down is a sign test p of 2 x 1/4.
+    assert rows["tokens"] == ["229.0", "322.5", "+93.5", "-27.0 .. +214.0", "2 / 0", "0.50"]
     assert rows["seconds_p50"][-1] == "-"
 
 

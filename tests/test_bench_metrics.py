@@ -11,7 +11,9 @@ from ctx04_core.bench.compare import (
     ab_decision,
     ablation_verdict,
     beyond_noise,
+    delta_interval,
     pair,
+    sign_test,
 )
 from ctx04_core.bench.gold import Gold, GoldSymbol
 from ctx04_core.bench.metrics import (
@@ -179,6 +181,27 @@ def test_summary_per_language() -> None:
         "(none)": (1, 0.25, 2.5), "Go": (1, 0.0, 0.0), "Rust": (2, 0.75, 7.5),
     }
     assert by_language["Rust"] == summarise(labelled[0::2])
+
+
+def test_sign_test_exact() -> None:
+    assert sign_test(0, 0) == 1.0  # nothing moved
+    assert sign_test(2, 0) == 0.5  # 2 x 1/4
+    assert sign_test(6, 0) == 0.03125  # 2 x 1/64
+    assert sign_test(5, 1) == 0.21875  # 2 x (1 + 6)/64
+    assert sign_test(1, 5) == sign_test(5, 1)
+    assert sign_test(3, 3) == 1.0  # 2 x 42/64 capped at 1
+
+
+def test_delta_interval_is_paired() -> None:
+    before = [record(iid, line_recall=v) for iid, v in [("a", 0.0), ("b", 0.5), ("c", 1.0)]]
+    after = [record(iid, line_recall=v) for iid, v in [("a", 0.5), ("b", 0.5), ("c", 1.0)]]
+    low, high = delta_interval(pair(before, after), "line_recall")
+    # Changes 0.5, 0, 0: mean 1/6, standard error sqrt((1/12) / 3) = 1/6.
+    assert (round(low, 6), round(high, 6)) == (round((1 - 1.959964) / 6, 6),
+                                               round((1 + 1.959964) / 6, 6))
+    same = delta_interval(pair(before, before), "line_recall")
+    assert same == (0.0, 0.0)
+    assert delta_interval(pair(before[:1], after[:1]), "line_recall") == (0.5, 0.5)
 
 
 BASE = {"recall@1": 0.5, "recall@3": 0.6, "recall@5": 0.7, "mrr": 0.55,

@@ -153,7 +153,10 @@ def eval_command(
 
     With --compare A.jsonl B.jsonl: the two runs' summaries side by side,
     and for each metric how many instances B scores above A and below it (a
-    mean that moves with one instance is one task, not a trend).
+    mean that moves with one instance is one task, not a trend), the 95 %
+    interval of the mean change (paired, normal approximation) and the
+    exact sign test of those counts: an interval that spans 0, or a p above
+    0.05, is a change these instances cannot tell from chance.
 
     When the dataset gives each task's language, the metrics are also shown
     per language (with --compare: each language's deltas B − A).
@@ -489,6 +492,10 @@ def _delta(metric: str, delta: float | None) -> str:
     return f"{delta:+.1f}" if metric in ("tokens", "e2e_tokens") else f"{delta:+.3f}"
 
 
+def _p_value(p: float) -> str:
+    return "< 0.01" if p < 0.005 else f"{p:.2f}"
+
+
 def _timing(summary: Summary) -> list[tuple[str, float | None]]:
     return [
         ("seconds_p50", summary.seconds_p50),
@@ -568,39 +575,40 @@ def _print_whole(table: Table, title: str) -> None:
 
 
 def _compare(a: Path, b: Path) -> None:
-    from ctx04_core.bench.compare import doubt_split, moved
+    from ctx04_core.bench.compare import delta_interval, doubt_split, moved, sign_test
     from ctx04_core.bench.metrics import METRICS, summarise, summarise_by_language
 
     paired = _paired(a, b)
     if not paired.a:
         fail(f"{a} and {b} have no instance in common")
     first, second = summarise(paired.a), summarise(paired.b)
-    console = Console()
-    console.print(
-        f"ctx04 eval --compare: {len(paired.a)} instances in both "
-        f"(only in A: {paired.only_a}, only in B: {paired.only_b}); "
-        f"errored: A {first.errors}, B {second.errors}"
-    )
     table = Table()
     for column in ("metric", f"A {escape(a.name)}", f"B {escape(b.name)}", "Δ (B − A)",
-                   "instances up / down"):
+                   "Δ 95 % interval", "instances up / down", "sign test p"):
         table.add_column(column, justify="left" if column == "metric" else "right")
     for metric in METRICS:
         x, y = first.means[metric], second.means[metric]
         up, down = moved(paired, metric)
+        low, high = delta_interval(paired, metric)
         table.add_row(metric, _value(metric, x), _value(metric, y), _delta(metric, y - x),
-                      f"{up} / {down}")
+                      f"{_delta(metric, low)} .. {_delta(metric, high)}", f"{up} / {down}",
+                      _p_value(sign_test(up, down)))
     for name in first.given_file:
         x_g, y_g = first.given_file[name], second.given_file[name]
         table.add_row(
             name, _value(name, x_g), _value(name, y_g),
-            _delta(name, None if x_g is None or y_g is None else y_g - x_g), "-",
+            _delta(name, None if x_g is None or y_g is None else y_g - x_g), "-", "-", "-",
         )
     for (name, x_s), (_, y_s) in zip(_timing(first), _timing(second), strict=True):
         delta = None if x_s is None or y_s is None else y_s - x_s
         table.add_row(name, _seconds(x_s), _seconds(y_s),
-                      "-" if delta is None else f"{delta:+.2f}", "-")
-    console.print(table)
+                      "-" if delta is None else f"{delta:+.2f}", "-", "-", "-")
+    _print_whole(table, (
+        f"ctx04 eval --compare: {len(paired.a)} instances in both "
+        f"(only in A: {paired.only_a}, only in B: {paired.only_b}); "
+        f"errored: A {first.errors}, B {second.errors}"
+    ))
+    console = Console()
     split = doubt_split(paired, "line_recall")
     if split is not None:
         console.print(

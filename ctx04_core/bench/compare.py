@@ -15,6 +15,11 @@ only when every compared record of both runs carries its field
 otherwise it is "not measured", and the decision's reason says that the
 end-to-end half was not run, so a win on retrieval alone never passes silently.
 
+Side by side (``ctx04 eval --compare``), each metric's change comes with what
+tells it from chance: how many instances moved up and down, the exact sign
+test of those counts, and the 95 % interval of the mean change over the
+paired instances. The §7.4 rule itself reads the means, as the spec writes it.
+
 The ablation rule: removing a plugin changes a metric beyond noise when
 ``|Δ| > 5 %`` of the full run's value, or ``Δ ≠ 0`` when that value is 0; a
 plugin whose removal changes no metric beyond noise is to be deleted.
@@ -22,6 +27,7 @@ plugin whose removal changes no metric beyond noise is to be deleted.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +49,8 @@ GUARDS: tuple[tuple[str, str, float | None], ...] = (
     ("e2e_tokens", "e2e_tokens", 1.5),
 )
 NOISE_SHARE = 0.05
+# The standard normal's two-sided 95 % quantile.
+Z_95 = 1.959964
 NOT_MEASURED = "not measured"
 # Far below any real change of a mean over instances, far above float rounding,
 # so a change of exactly 5 % is within noise as the rule says.
@@ -92,6 +100,31 @@ def moved(paired: Paired, metric: str) -> tuple[int, int]:
         paired.a, paired.b, strict=True
     )]
     return sum(y > x for x, y in pairs), sum(y < x for x, y in pairs)
+
+
+def sign_test(up: int, down: int) -> float:
+    """The two-sided exact sign test of instances that moved ``up`` and ``down``:
+    the chance of a split at least this uneven were either way equally likely
+    (1.0 when none moved). With 100 instances a mean moves 0.01 a task, and
+    one task is no trend: 5 up and 1 down is p 0.22, 6 up and none down 0.03."""
+    moved_either = up + down
+    if moved_either == 0:
+        return 1.0
+    tail = sum(math.comb(moved_either, k) for k in range(min(up, down) + 1))
+    return min(1.0, 2 * tail / (1 << moved_either))
+
+
+def delta_interval(paired: Paired, metric: str) -> tuple[float, float]:
+    """The 95 % interval of the mean per-instance change of ``metric`` (second
+    run minus first; normal approximation to the paired differences)."""
+    changes = [y["metrics"][metric] - x["metrics"][metric]
+               for x, y in zip(paired.a, paired.b, strict=True)]
+    mean = sum(changes) / len(changes)
+    if len(changes) < 2:
+        return mean, mean
+    variance = sum((c - mean) ** 2 for c in changes) / (len(changes) - 1)
+    half = Z_95 * math.sqrt(variance / len(changes))
+    return mean - half, mean + half
 
 
 def in_doubt(record: dict[str, Any]) -> bool | None:
