@@ -410,11 +410,7 @@ def index(
         console.print("integrity check: ok")
     if stats.recovered:
         console.print(f"[yellow]{escape(stats.recovered)}[/]")
-    console.print(
-        f"indexed {stats.files} files in {stats.seconds:.2f} s: "
-        f"{stats.parsed} parsed, {stats.unchanged} unchanged, {stats.removed} removed; "
-        f"{stats.nodes} nodes, {stats.edges} edges, {len(stats.failures)} not parsed in full"
-    )
+    console.print(stats.summary())
     if stats.languages:
         console.print(
             "languages: " + ", ".join(f"{name} {count}" for name, count in stats.languages),

@@ -177,15 +177,6 @@ def _tool_error(err: Exception) -> ToolError:
     return ToolError(f"{type(err).__name__}: {message}" if message else type(err).__name__)
 
 
-def refresh_line(stats: RefreshStats) -> str:
-    """The summary ``ctx04 index`` prints."""
-    return (
-        f"indexed {stats.files} files in {stats.seconds:.2f} s: "
-        f"{stats.parsed} parsed, {stats.unchanged} unchanged, {stats.removed} removed; "
-        f"{stats.nodes} nodes, {stats.edges} edges, {len(stats.failures)} not parsed in full"
-    )
-
-
 def build_server(session: Session) -> MCPServer[Any]:
     from importlib.metadata import version
 
@@ -333,7 +324,7 @@ def build_server(session: Session) -> MCPServer[Any]:
         except Exception as err:
             raise _tool_error(err) from err
         return CallToolResult(
-            content=[TextContent(type="text", text=refresh_line(stats))],
+            content=[TextContent(type="text", text=stats.summary())],
             structured_content={
                 "root": str(root), "files": stats.files, "parsed": stats.parsed,
                 "unchanged": stats.unchanged, "removed": stats.removed, "nodes": stats.nodes,

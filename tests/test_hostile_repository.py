@@ -138,6 +138,19 @@ def test_a_symlink_to_a_file_outside_is_never_read(tmp_path: Path, outside: Path
     )
 
 
+def test_the_index_summary_counts_a_refused_link_apart(tmp_path: Path, outside: Path) -> None:
+    root = make_git_repo(tmp_path / "repo", {"app.py": APP})
+    os.symlink(outside / "secret.py", root / "link.py")
+    repo, stats = open_repo(root.resolve(), plugin_manager(), Settings(), tmp_path / "index")
+    repo.index.close()
+    assert stats.failures == (("link.py", "refused", "outside the repository (a symbolic link)"),)
+    # Indexed: app.py alone; the link is neither indexed nor a file that failed to parse.
+    line = stats.summary()
+    assert line.startswith("indexed 1 files in ")
+    assert line.endswith(" s: 1 parsed, 0 unchanged, 0 removed; "
+                         "2 nodes, 2 edges, 0 not parsed in full, 1 refused")
+
+
 def test_a_symlink_to_a_folder_outside_is_never_read(tmp_path: Path, outside: Path) -> None:
     root = make_git_repo(tmp_path / "repo", {"app.py": APP})
     os.symlink(outside, root / "vendored", target_is_directory=True)

@@ -26,6 +26,9 @@ from ctx04_core.settings import Settings
 from ctx04_core.text import source_text, split_lines, tokenize
 from ctx04_core.types import MODULE, Node, NodeValues, ParsedFile
 
+# The status of a source the index will not read (a link out of the
+# repository, a loop, a file replaced by a FIFO or a folder).
+REFUSED = "refused"
 # A refresh that reads at least this many files parses them in forked worker
 # processes (one per CPU), this many files to a task, at most two windows of
 # files in flight; fewer are parsed in the process itself.
@@ -94,7 +97,7 @@ def _read_file(
         data = read_regular_file(top + rel, settings.max_file_bytes)
     except NotRegularFile as refused:
         # Listed as a file, replaced since (by a FIFO, a folder, a link).
-        return Outcome("", "refused", str(refused))
+        return Outcome("", REFUSED, str(refused))
     except FileTooLarge as large:
         return Outcome("", "too_large", too_large(large.size, settings))
     except OSError as err:

@@ -51,13 +51,25 @@ class RefreshStats:
     edges: int  # total edges after refresh
     # (path, status, message) of every indexed file that is not parsed:
     # syntax_error, too_complex (over the parse budget), too_large, binary,
-    # not_utf8, unreadable, no_parser; and partial: parsed, with regions the
-    # parser skipped.
+    # not_utf8, unreadable, no_parser; partial: parsed, with regions the
+    # parser skipped; and refused: a source the walk does not read (a
+    # symbolic link out of the repository, a loop), which ``files`` leaves out.
     failures: tuple[tuple[str, str, str], ...]
     # (language, files) of the files parsed in whole or in part, most files first.
     languages: tuple[tuple[str, int], ...]
     seconds: float
     recovered: str | None = None  # set when an unreadable index file was replaced
+
+    def summary(self) -> str:
+        """The line ``ctx04 index`` (and the MCP ``index`` tool) prints."""
+        refused = sum(status == parsing.REFUSED for _, status, _ in self.failures)
+        return (
+            f"indexed {self.files} files in {self.seconds:.2f} s: "
+            f"{self.parsed} parsed, {self.unchanged} unchanged, {self.removed} removed; "
+            f"{self.nodes} nodes, {self.edges} edges, "
+            f"{len(self.failures) - refused} not parsed in full"
+            + (f", {refused} refused" if refused else "")
+        )
 
 
 @dataclass(frozen=True)
@@ -180,7 +192,7 @@ def update(
         # Entries the listing passed over (a link out of the root, a link
         # loop) are recorded, never opened, so coverage can name them.
         for rel, reason in refused.items():
-            writer.record(rel, ids.get(rel), 0, "", parsing.Outcome("", "refused", reason))
+            writer.record(rel, ids.get(rel), 0, "", parsing.Outcome("", parsing.REFUSED, reason))
         listed = set(paths) | refused.keys()
         gone = [file_id for p, file_id in ids.items() if p not in listed]
         writer.delete_files(gone)
