@@ -52,8 +52,9 @@ class RefreshStats:
     # (path, status, message) of every indexed file that is not parsed:
     # syntax_error, too_complex (over the parse budget), too_large, binary,
     # not_utf8, unreadable, no_parser; partial: parsed, with regions the
-    # parser skipped; and refused: a source the walk does not read (a
-    # symbolic link out of the repository, a loop), which ``files`` leaves out.
+    # parser skipped; and refused: a source the index does not read (a link
+    # out of the repository or a loop, which the listing and so ``files``
+    # leave out; a listed file replaced since by a FIFO, a folder or a link).
     failures: tuple[tuple[str, str, str], ...]
     # (language, files) of the files parsed in whole or in part, most files first.
     languages: tuple[tuple[str, int], ...]
