@@ -93,13 +93,17 @@ def pair(a: Sequence[dict[str, Any]], b: Sequence[dict[str, Any]]) -> Paired:
     )
 
 
+def changes(paired: Paired, metric: str) -> list[float]:
+    """Each instance's change of ``metric``, second run minus first, in order."""
+    return [y["metrics"][metric] - x["metrics"][metric]
+            for x, y in zip(paired.a, paired.b, strict=True)]
+
+
 def moved(paired: Paired, metric: str) -> tuple[int, int]:
     """How many instances the second run scores above the first on ``metric``, and
     how many below: whether a change of the mean is many instances or a few."""
-    pairs = [(x["metrics"][metric], y["metrics"][metric]) for x, y in zip(
-        paired.a, paired.b, strict=True
-    )]
-    return sum(y > x for x, y in pairs), sum(y < x for x, y in pairs)
+    deltas = changes(paired, metric)
+    return sum(d > 0 for d in deltas), sum(d < 0 for d in deltas)
 
 
 def sign_test(up: int, down: int) -> float:
@@ -117,13 +121,12 @@ def sign_test(up: int, down: int) -> float:
 def delta_interval(paired: Paired, metric: str) -> tuple[float, float]:
     """The 95 % interval of the mean per-instance change of ``metric`` (second
     run minus first; normal approximation to the paired differences)."""
-    changes = [y["metrics"][metric] - x["metrics"][metric]
-               for x, y in zip(paired.a, paired.b, strict=True)]
-    mean = sum(changes) / len(changes)
-    if len(changes) < 2:
+    deltas = changes(paired, metric)
+    mean = sum(deltas) / len(deltas)
+    if len(deltas) < 2:
         return mean, mean
-    variance = sum((c - mean) ** 2 for c in changes) / (len(changes) - 1)
-    half = Z_95 * math.sqrt(variance / len(changes))
+    variance = sum((d - mean) ** 2 for d in deltas) / (len(deltas) - 1)
+    half = Z_95 * math.sqrt(variance / len(deltas))
     return mean - half, mean + half
 
 
@@ -164,9 +167,7 @@ def doubt_split(paired: Paired, metric: str) -> DoubtSplit | None:
     if not states or len(states) < len(read):
         return None
     n = len(states)
-    deltas = [y["metrics"][metric] - x["metrics"][metric] for x, y in zip(
-        paired.a, paired.b, strict=True
-    )]
+    deltas = changes(paired, metric)
     kept = [d for d, (a, b) in zip(deltas, states, strict=True) if a == b]
     return DoubtSplit(
         kept=len(kept), kept_delta=sum(kept) / n,
