@@ -14,7 +14,7 @@ from typing import Any
 import pluggy
 
 from ctx04_core.graph import module_of
-from ctx04_core.index import CodeIndex, RefreshStats
+from ctx04_core.index import CodeIndex, RefreshStats, parsing
 from ctx04_core.index.schema import is_corruption
 from ctx04_core.memo import RetrievalMemo
 from ctx04_core.paths import nameable
@@ -104,28 +104,23 @@ def refreshed_repo(
     # retrieval's coverage says so, as it names the files it may not read.
     notes = (() if trouble is None else (trouble,)) + tuple(
         Diagnostic("omitted", "parse budget", path, message)
-        for path, status, message in stats.failures if status == "too_complex"
+        for path, status, message in stats.failures if status == parsing.TOO_COMPLEX
     )
     excluded = {
         path: unusable_reason(status, message, settings)
         for path, status, message in stats.failures
-        if status in UNUSABLE
+        if status in parsing.UNUSABLE
     }
     return Repo(index.root, index, globs, settings.max_file_bytes, base, notes, excluded), stats
-
-
-# Index statuses of files no stage may read; a syntax error or a language
-# without a parser still leaves a file searchable and shown as lines.
-UNUSABLE = frozenset({"too_large", "binary", "not_utf8", "unreadable", "refused"})
 
 
 def unusable_reason(status: str, message: str, settings: Settings) -> str:
     """The same wording Repo.source uses, so a refusal reads alike wherever found."""
     return {
-        "too_large": f"larger than {settings.max_file_bytes} bytes",
-        "binary": "binary (contains a NUL byte)",
-        "not_utf8": "not valid UTF-8",
-        "refused": message,
+        parsing.TOO_LARGE: f"larger than {settings.max_file_bytes} bytes",
+        parsing.BINARY: "binary (contains a NUL byte)",
+        parsing.NOT_UTF8: "not valid UTF-8",
+        parsing.REFUSED: message,
     }.get(status, f"unreadable: {message}")
 
 

@@ -26,9 +26,22 @@ from ctx04_core.settings import Settings
 from ctx04_core.text import source_text, split_lines, tokenize
 from ctx04_core.types import MODULE, Node, NodeValues, ParsedFile
 
-# The status of a source the index will not read (a link out of the
-# repository, a loop, a file replaced by a FIFO or a folder).
+# Each file's status in the index, as its ``files`` rows store it.
+OK = "ok"
+PARTIAL = "partial"  # indexed around lines that do not parse
+SYNTAX_ERROR = "syntax_error"
+TOO_COMPLEX = "too_complex"  # over the parse budget
+NO_PARSER = "no_parser"
+TOO_LARGE = "too_large"
+BINARY = "binary"
+NOT_UTF8 = "not_utf8"
+UNREADABLE = "unreadable"
+# A source the index will not read: a link out of the repository, a loop, a
+# file replaced by a FIFO or a folder.
 REFUSED = "refused"
+# The statuses of files no stage may read; a syntax error or a language
+# without a parser still leaves a file searchable and shown as lines.
+UNUSABLE = frozenset({TOO_LARGE, BINARY, NOT_UTF8, UNREADABLE, REFUSED})
 # A refresh that reads at least this many files parses them in forked worker
 # processes (one per CPU), this many files to a task, at most two windows of
 # files in flight; fewer are parsed in the process itself.
@@ -99,12 +112,12 @@ def _read_file(
         # Listed as a file, replaced since (by a FIFO, a folder, a link).
         return Outcome("", REFUSED, str(refused))
     except FileTooLarge as large:
-        return Outcome("", "too_large", too_large(large.size, settings))
+        return Outcome("", TOO_LARGE, too_large(large.size, settings))
     except OSError as err:
-        return Outcome("", "unreadable", reason(err))
+        return Outcome("", UNREADABLE, reason(err))
     key = hashlib.sha256(data + rel.encode("utf-8")).hexdigest()
     if key == known_key:
-        return Outcome(key, "ok")  # the bytes the row was made from: nothing to parse
+        return Outcome(key, OK)  # the bytes the row was made from: nothing to parse
     return _parse(rel, data, key, pm, settings)
 
 
@@ -112,22 +125,22 @@ def _parse(
     rel: str, data: bytes, key: str, pm: pluggy.PluginManager, settings: Settings
 ) -> Outcome:
     if b"\0" in data:
-        return Outcome(key, "binary", "contains a NUL byte")
+        return Outcome(key, BINARY, "contains a NUL byte")
     try:
         text = source_text(data)
     except UnicodeDecodeError as err:
-        return Outcome(key, "not_utf8", f"invalid UTF-8 at byte {err.start}")
+        return Outcome(key, NOT_UTF8, f"invalid UTF-8 at byte {err.start}")
     try:
         parsed: ParsedFile | None = pm.hook.parse_file(path=rel, text=text, settings=settings)
     except TooComplex as err:
-        return Outcome(key, "too_complex", str(err))
+        return Outcome(key, TOO_COMPLEX, str(err))
     except SyntaxError as err:
-        return Outcome(key, "syntax_error", f"line {err.lineno}: {err.msg}")
+        return Outcome(key, SYNTAX_ERROR, f"line {err.lineno}: {err.msg}")
     if parsed is None:
-        return Outcome(key, "no_parser", "no enabled plugin parses this file")
-    status, message = "ok", ""
+        return Outcome(key, NO_PARSER, "no enabled plugin parses this file")
+    status, message = OK, ""
     if parsed.error_lines:
-        status = "partial"
+        status = PARTIAL
         where = ", ".join(map(str, parsed.error_lines))
         message = f"indexed around code that does not parse at line(s) {where}"
     lines = split_lines(text)

@@ -16,11 +16,12 @@ from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from ctx04_core.index.parsing import OK, PARTIAL
 from ctx04_core.text import dotted, tokenize
 from ctx04_core.types import MODULE, Diagnostic, Edge, Node, Span
 
 # The files whose nodes are in the index: parsed whole, or around errors.
-_PARSED = "status IN ('ok', 'partial')"
+_PARSED = f"status IN ('{OK}', '{PARTIAL}')"
 MAX_QUERY_TOKENS = 64
 # Files whose nodes an open index keeps, least recently asked for dropped
 # first: one retrieval on django or sympy asks for 27 to 230 files' nodes, and a
@@ -349,7 +350,7 @@ def parsed_languages(conn: sqlite3.Connection) -> list[tuple[str, int]]:
 def failed_files(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
     """See :meth:`IndexQueries.failures`."""
     rows = conn.execute(
-        "SELECT path, status, message FROM files WHERE status != 'ok' ORDER BY path"
+        "SELECT path, status, message FROM files WHERE status != ? ORDER BY path", (OK,)
     )
     return [(path, status, message) for path, status, message in rows]
 

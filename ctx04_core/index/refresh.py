@@ -259,7 +259,9 @@ def _changed(
     try:
         st = os.stat(top + rel)
     except OSError as err:
-        writer.record(rel, file_id, 0, "", parsing.Outcome("", "unreadable", parsing.reason(err)))
+        writer.record(rel, file_id, 0, "", parsing.Outcome(
+            "", parsing.UNREADABLE, parsing.reason(err)
+        ))
         return True
     too_large = st.st_size > settings.max_file_bytes
     stat = _stat_key(st)
@@ -268,7 +270,7 @@ def _changed(
     if too_large:
         # A row for a file never read keeps its stat: it cannot be racy.
         writer.record(rel, file_id, st.st_size, stat, parsing.Outcome(
-            "", "too_large", parsing.too_large(st.st_size, settings)
+            "", parsing.TOO_LARGE, parsing.too_large(st.st_size, settings)
         ))
         return True
     known_key = ""
