@@ -19,7 +19,14 @@ from ctx04_core.index.schema import is_corruption
 from ctx04_core.memo import RetrievalMemo
 from ctx04_core.paths import nameable
 from ctx04_core.plugins import PluginError, enabled_plugins, given_or_chosen
-from ctx04_core.repository import Repo, git_base, resolve_root
+from ctx04_core.repository import (
+    BINARY_REASON,
+    NOT_UTF8_REASON,
+    Repo,
+    git_base,
+    resolve_root,
+    too_large_reason,
+)
 from ctx04_core.selection import observe, picked_order, shown_ranks
 from ctx04_core.settings import Settings
 from ctx04_core.stages.fuse import fuse, fused_order, ranking_model
@@ -117,9 +124,9 @@ def refreshed_repo(
 def unusable_reason(status: str, message: str, settings: Settings) -> str:
     """The same wording Repo.source uses, so a refusal reads alike wherever found."""
     return {
-        parsing.TOO_LARGE: f"larger than {settings.max_file_bytes} bytes",
-        parsing.BINARY: "binary (contains a NUL byte)",
-        parsing.NOT_UTF8: "not valid UTF-8",
+        parsing.TOO_LARGE: too_large_reason(settings.max_file_bytes),
+        parsing.BINARY: BINARY_REASON,
+        parsing.NOT_UTF8: NOT_UTF8_REASON,
         parsing.REFUSED: message,
     }.get(status, f"unreadable: {message}")
 

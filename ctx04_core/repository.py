@@ -21,6 +21,16 @@ from ctx04_core.types import Diagnostic
 if TYPE_CHECKING:
     from ctx04_core.index import CodeIndex
 
+# Why a file may not be read, as Repo.source says it; the index's statuses
+# for the same files are worded alike (pipeline.unusable_reason).
+BINARY_REASON = "binary (contains a NUL byte)"
+NOT_UTF8_REASON = "not valid UTF-8"
+
+
+def too_large_reason(max_bytes: int) -> str:
+    return f"larger than {max_bytes} bytes"
+
+
 GIT_TIMEOUT_S = 2.0
 GIT_MAX_OUTPUT_BYTES = 4096
 
@@ -128,13 +138,13 @@ class Repo:
         except NotRegularFile as refused:
             return str(refused)
         except FileTooLarge:
-            return f"larger than {self.max_file_bytes} bytes"
+            return too_large_reason(self.max_file_bytes)
         except OSError as err:
             return f"unreadable: {err.strerror}"
         if b"\0" in data:
-            return "binary (contains a NUL byte)"
+            return BINARY_REASON
         try:
             text = source_text(data)
         except UnicodeDecodeError:
-            return "not valid UTF-8"
+            return NOT_UTF8_REASON
         return SourceFile(path, hashlib.sha256(data).hexdigest(), split_lines(text))
