@@ -14,7 +14,7 @@ from typing import Any
 import pluggy
 
 from ctx04_core.graph import module_of
-from ctx04_core.index import CodeIndex, RefreshStats, parsing
+from ctx04_core.index import CodeIndex, RefreshStats, statuses
 from ctx04_core.index.schema import is_corruption
 from ctx04_core.memo import RetrievalMemo
 from ctx04_core.paths import nameable
@@ -111,12 +111,12 @@ def refreshed_repo(
     # retrieval's coverage says so, as it names the files it may not read.
     notes = (() if trouble is None else (trouble,)) + tuple(
         Diagnostic("omitted", "parse budget", path, message)
-        for path, status, message in stats.failures if status == parsing.TOO_COMPLEX
+        for path, status, message in stats.failures if status == statuses.TOO_COMPLEX
     )
     excluded = {
         path: unusable_reason(status, message, settings)
         for path, status, message in stats.failures
-        if status in parsing.UNUSABLE
+        if status in statuses.UNUSABLE
     }
     return Repo(index.root, index, globs, settings.max_file_bytes, base, notes, excluded), stats
 
@@ -124,10 +124,10 @@ def refreshed_repo(
 def unusable_reason(status: str, message: str, settings: Settings) -> str:
     """The same wording Repo.source uses, so a refusal reads alike wherever found."""
     return {
-        parsing.TOO_LARGE: too_large_reason(settings.max_file_bytes),
-        parsing.BINARY: BINARY_REASON,
-        parsing.NOT_UTF8: NOT_UTF8_REASON,
-        parsing.REFUSED: message,
+        statuses.TOO_LARGE: too_large_reason(settings.max_file_bytes),
+        statuses.BINARY: BINARY_REASON,
+        statuses.NOT_UTF8: NOT_UTF8_REASON,
+        statuses.REFUSED: message,
     }.get(status, f"unreadable: {message}")
 
 

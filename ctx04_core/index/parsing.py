@@ -19,6 +19,18 @@ from dataclasses import dataclass
 import pluggy
 
 from ctx04_core.index.opening import IndexUnavailable
+from ctx04_core.index.statuses import (
+    BINARY,
+    NO_PARSER,
+    NOT_UTF8,
+    OK,
+    PARTIAL,
+    REFUSED,
+    SYNTAX_ERROR,
+    TOO_COMPLEX,
+    TOO_LARGE,
+    UNREADABLE,
+)
 from ctx04_core.index.workers import WorkerFailed, forked_map
 from ctx04_core.parse_budget import TooComplex
 from ctx04_core.regular_file import FileTooLarge, NotRegularFile, read_regular_file
@@ -26,22 +38,6 @@ from ctx04_core.settings import Settings
 from ctx04_core.text import source_text, split_lines, tokenize
 from ctx04_core.types import MODULE, Node, NodeValues, ParsedFile
 
-# Each file's status in the index, as its ``files`` rows store it.
-OK = "ok"
-PARTIAL = "partial"  # indexed around lines that do not parse
-SYNTAX_ERROR = "syntax_error"
-TOO_COMPLEX = "too_complex"  # over the parse budget
-NO_PARSER = "no_parser"
-TOO_LARGE = "too_large"
-BINARY = "binary"
-NOT_UTF8 = "not_utf8"
-UNREADABLE = "unreadable"
-# A source the index will not read: a link out of the repository, a loop, a
-# file replaced by a FIFO or a folder.
-REFUSED = "refused"
-# The statuses of files no stage may read; a syntax error or a language
-# without a parser still leaves a file searchable and shown as lines.
-UNUSABLE = frozenset({TOO_LARGE, BINARY, NOT_UTF8, UNREADABLE, REFUSED})
 # A refresh that reads at least this many files parses them in forked worker
 # processes (one per CPU), this many files to a task, at most two windows of
 # files in flight; fewer are parsed in the process itself.

@@ -16,7 +16,7 @@ from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from ctx04_core.index.parsing import OK, PARTIAL
+from ctx04_core.index.statuses import OK, PARTIAL
 from ctx04_core.text import dotted, tokenize
 from ctx04_core.types import MODULE, Diagnostic, Edge, Node, Span
 

@@ -23,7 +23,7 @@ from typing import Any
 import pluggy
 
 from ctx04_core import ripgrep
-from ctx04_core.index import parsing
+from ctx04_core.index import parsing, statuses
 from ctx04_core.index.opening import IndexUnavailable, abandon, begin, lock_path
 from ctx04_core.index.queries import failed_files, parsed_languages
 from ctx04_core.paths import nameable
@@ -63,7 +63,7 @@ class RefreshStats:
 
     def summary(self) -> str:
         """The line ``ctx04 index`` (and the MCP ``index`` tool) prints."""
-        refused = sum(status == parsing.REFUSED for _, status, _ in self.failures)
+        refused = sum(status == statuses.REFUSED for _, status, _ in self.failures)
         return (
             f"indexed {self.files} files in {self.seconds:.2f} s: "
             f"{self.parsed} parsed, {self.unchanged} unchanged, {self.removed} removed; "
@@ -193,7 +193,7 @@ def update(
         # Entries the listing passed over (a link out of the root, a link
         # loop) are recorded, never opened, so coverage can name them.
         for rel, reason in refused.items():
-            writer.record(rel, ids.get(rel), 0, "", parsing.Outcome("", parsing.REFUSED, reason))
+            writer.record(rel, ids.get(rel), 0, "", parsing.Outcome("", statuses.REFUSED, reason))
         listed = set(paths) | refused.keys()
         gone = [file_id for p, file_id in ids.items() if p not in listed]
         writer.delete_files(gone)
@@ -260,7 +260,7 @@ def _changed(
         st = os.stat(top + rel)
     except OSError as err:
         writer.record(rel, file_id, 0, "", parsing.Outcome(
-            "", parsing.UNREADABLE, parsing.reason(err)
+            "", statuses.UNREADABLE, parsing.reason(err)
         ))
         return True
     too_large = st.st_size > settings.max_file_bytes
@@ -270,7 +270,7 @@ def _changed(
     if too_large:
         # A row for a file never read keeps its stat: it cannot be racy.
         writer.record(rel, file_id, st.st_size, stat, parsing.Outcome(
-            "", parsing.TOO_LARGE, parsing.too_large(st.st_size, settings)
+            "", statuses.TOO_LARGE, parsing.too_large(st.st_size, settings)
         ))
         return True
     known_key = ""
