@@ -51,6 +51,17 @@ def test_unresolved_terms_only_when_code_shaped() -> None:
     assert query.unresolved == ("conf.Loader", "HTTPServer", "load_config")
 
 
+def test_a_checker_s_message_or_rule_code_is_a_search_term() -> None:
+    query = build_query(
+        "Error E108 misses a case; W0611 and PIE800 too, in SQL with MD5 and E1234567.",
+        names=NAMES,
+        settings=SETTINGS,
+    )
+    # A code is capitals then two to five digits: MD5 (one digit), SQL (none)
+    # and E1234567 (a number) are not.
+    assert query.unresolved == ("E108", "W0611", "PIE800")
+
+
 def test_command_line_options_are_search_terms() -> None:
     query = build_query(
         "`pytest --collect-only` and --dry-run--please; --To be clear, a--b and ---x are not.",
@@ -90,7 +101,7 @@ def test_a_kebab_case_name_resolves_to_its_pascal_case_definition() -> None:
         settings=SETTINGS,
     )
     assert query.identifiers == ("YieldInForLoop",)
-    assert query.unresolved == ("--mem-store", "memStore", "mem_store")
+    assert query.unresolved == ("--mem-store", "memStore", "UP028", "mem_store")
 
 
 def test_resolution_order_and_latest_error() -> None:

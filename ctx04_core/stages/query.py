@@ -105,6 +105,10 @@ FORGE_LINK = re.compile(
 QUOTED = re.compile(r"""(?<!\w)'([^'\n]+)'(?!\w)|(?<!\w)"([^"\n]+)"(?!\w)""")
 ERROR_LINE = re.compile(r"Error:|Exception:|Traceback|assert")
 _CAPITAL = re.compile("[A-Z]")
+# A checker's or linter's code for a message or rule (``E108``, ``W0611``,
+# ``PIE800``): capitals then digits, written where the code defines or
+# documents it and hardly anywhere else.
+RULE_CODE = re.compile(r"[A-Z]{1,6}[0-9]{2,5}")
 _SENTENCE_END = re.compile(r"\.(?=\s|$)|\n")
 _LEADING_VERB = re.compile(
     r"^(?:fix|implement|add|change|when|given|please|we\s+need\s+to)(?=[\s,:;]|$)[\s,:;]*",
@@ -250,7 +254,11 @@ def _code_shaped(group: int, term: str) -> bool:
         return any(len(part) > 1 for part in QUALIFIER.split(term.lstrip("$")))
     if "_" in term:
         return any(c.isalnum() for c in term)
-    return group == _CAMEL and bool(_CAPITAL.search(term, 1)) and term != term.upper()
+    if group != _CAMEL:
+        return False
+    return RULE_CODE.fullmatch(term) is not None or (
+        bool(_CAPITAL.search(term, 1)) and term != term.upper()
+    )
 
 
 def _error_strings(texts: Iterable[str]) -> Iterator[str]:
