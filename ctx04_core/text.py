@@ -14,6 +14,12 @@ IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # PHP statics), a->b (PHP, C), A\B (PHP namespaces), A#b (Ruby instance methods).
 QUALIFIER = re.compile(r"::|->|[.\\#]")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
+# A checker's or linter's code for a message or rule (``E108``, ``W0611``,
+# ``PIE800``): capitals then digits. Linters, compilers and frameworks name
+# their messages so in every language, and write the code where they define
+# or document it and hardly anywhere else.
+RULE_CODE = re.compile(r"[A-Z]{1,6}[0-9]{2,5}")
+_RULE_CODE_WORD = re.compile(r"(?<![\w-])[A-Z]{1,6}[0-9]{2,5}(?![\w-])")
 # Boundaries inside an identifier: snake_case, camelCase, HTTPServer, v2Beta.
 _PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 
@@ -62,6 +68,11 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 def content_terms(text: str) -> list[str]:
     """The distinct terms of ``text`` less stopwords, in first-seen order."""
     return [term for term in dict.fromkeys(tokenize(text)) if term not in STOPWORDS]
+
+
+def rule_codes(text: str) -> frozenset[str]:
+    """The rule codes ``text`` writes as words (``auth.E003`` writes ``E003``)."""
+    return frozenset(_RULE_CODE_WORD.findall(text))
 
 
 def simple_name(qualified: str) -> str:

@@ -26,10 +26,11 @@ def query(
     unresolved: tuple[str, ...] = (),
     error_strings: tuple[str, ...] = (),
     file_paths: tuple[str, ...] = (),
+    goal_hint: str = "",
 ) -> Query:
     return Query(
         task_text="", identifiers=identifiers, unresolved=unresolved,
-        error_strings=error_strings, test_names=(), file_paths=file_paths, goal_hint="",
+        error_strings=error_strings, test_names=(), file_paths=file_paths, goal_hint=goal_hint,
     )
 
 
@@ -123,6 +124,49 @@ def test_the_cap_is_a_setting_and_exactly_cap_hits_is_complete(
     assert cut.diagnostics == (
         Diagnostic("unavailable", "truncated", detail="'x': more than 2 hits, kept the first 2"),
     )
+
+
+def pointed(result: Recall) -> list[tuple[str, int, str, tuple[int, ...]]]:
+    return [
+        (c.span.path, c.span.start_line, c.terms[0], c.pointed_lines)
+        for c in result.candidates if c.pointed_at
+    ]
+
+
+def test_a_code_the_title_names_points_at_its_few_places_outside_tests(
+    tmp_path: Path, indexed: Indexed
+) -> None:
+    root = make_git_repo(tmp_path / "r", {
+        "checks.py": (
+            "def check_display(obj):\n"                      # 1
+            "    return Error('bad', id='admin.E108')\n"     # 2
+            "def check_other(obj):\n"                        # 3
+            "    return Error('worse', id='admin.E109')\n"   # 4
+        ),
+        "registry.py": "CODES = ['E108', 'E109', 'W0611']\n",
+        "tests/test_checks.py": "assert 'E108' in run()\n",
+        "lint.py": "".join(f"MESSAGE_{i} = 'W0611'\n" for i in range(4)),
+    })
+    repo = indexed(root)
+    title = "Error E108 does not cover some cases; W0611 either"
+    result = recall(repo, query(unresolved=("E108", "E109", "W0611"), goal_hint=title))
+    # E108: two lines outside tests, each pointed at; the test's hit is a hit
+    # only. E109 is not in the title. W0611 is held by five lines: a word.
+    assert pointed(result) == [
+        ("checks.py", 2, "E108", (2,)), ("registry.py", 1, "E108", (1,)),
+    ]
+    assert ("tests/test_checks.py", 1, "E108") in hits(result)
+    # A dotted term ending in the code names it too (auth.E003, admin.E108).
+    dotted = recall(repo, query(unresolved=("admin.E108",), goal_hint=title))
+    assert pointed(dotted) == [("checks.py", 2, "admin.E108", (2,))]
+    # Below the title (a tool's pasted output) a code is a term like any other.
+    quoted = recall(repo, query(unresolved=("E108",), goal_hint="Linting fails"))
+    assert pointed(quoted) == []
+    # A term cut at the cap may have more places past the cut: none is named.
+    cut = recall(
+        repo, query(unresolved=("E108",), goal_hint=title), Settings(hits_per_term=2)
+    )
+    assert pointed(cut) == []
 
 
 def test_a_term_matching_nothing_gives_nothing_and_no_diagnostic(

@@ -53,7 +53,7 @@ import re
 from collections.abc import Callable, Container, Iterable, Iterator
 
 from ctx04_core.settings import Settings
-from ctx04_core.text import QUALIFIER, STOPWORDS, simple_name
+from ctx04_core.text import QUALIFIER, RULE_CODE, STOPWORDS, simple_name
 from ctx04_core.types import Query
 
 # Source and configuration files a task may name, in any repository.
@@ -105,10 +105,6 @@ FORGE_LINK = re.compile(
 QUOTED = re.compile(r"""(?<!\w)'([^'\n]+)'(?!\w)|(?<!\w)"([^"\n]+)"(?!\w)""")
 ERROR_LINE = re.compile(r"Error:|Exception:|Traceback|assert")
 _CAPITAL = re.compile("[A-Z]")
-# A checker's or linter's code for a message or rule (``E108``, ``W0611``,
-# ``PIE800``): capitals then digits, written where the code defines or
-# documents it and hardly anywhere else.
-RULE_CODE = re.compile(r"[A-Z]{1,6}[0-9]{2,5}")
 _SENTENCE_END = re.compile(r"\.(?=\s|$)|\n")
 _LEADING_VERB = re.compile(
     r"^(?:fix|implement|add|change|when|given|please|we\s+need\s+to)(?=[\s,:;]|$)[\s,:;]*",

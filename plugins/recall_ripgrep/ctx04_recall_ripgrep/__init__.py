@@ -22,6 +22,15 @@ per term. Deliberate deviations from the spec's invocation:
 Each hit becomes a one-line candidate (``kind="line"``); merge widens it to
 its enclosing definition.
 
+A checker's or linter's code that the task's title names (``Error E108 does
+not cover some cases``, ``UP028 fix fails on unparenthesized tuple``) names
+a place, when at most ``NAMED_CODE_MAX_PLACES`` lines outside tests hold it:
+the check that raises it, the rule that reports it, its registration. Those
+hits are ``pointed_at``, as a stack frame's line is. A code the task only
+quotes from a tool's output, below the title, is a term like any other:
+pylint's own tasks paste its messages, and the fix is seldom in the checker
+that printed them.
+
 rg prints every line holding any term until every term is full, so one
 term short of its hits (the task's sentence, an error string, a name used
 once) makes it print every line of the common ones to the end of the tree.
@@ -51,10 +60,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctx04_core.hookspecs import hookimpl
+from ctx04_core.paths import is_test_path
 from ctx04_core.repository import Repo
 from ctx04_core.ripgrep import RipgrepMissing, exclusion_args, glob_args, rg_binary
 from ctx04_core.settings import Settings
 from ctx04_core.subprocesses import ChildResult, run_bounded
+from ctx04_core.text import rule_codes
 from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Span
 
 SOURCE = "ripgrep"
@@ -66,6 +77,9 @@ _NO_MATCH = 1
 # 50,000 generated files: about 47 MB a retrieval in one run; two runs took
 # 1.0-1.5 s against 1.7-1.8 s (docs/benchmarks.md, "Scale").
 SEPARATE_AFTER_BYTES = 4 * 1024 * 1024
+# A code is defined once and registered or documented once or twice more;
+# a code held by more lines is a common word of the repository.
+NAMED_CODE_MAX_PLACES = 3
 
 
 def search_terms(query: Query) -> list[str]:
@@ -271,12 +285,32 @@ def recall(query: Query, repo: Repo, settings: Settings) -> Recall | None:
         diagnostics.append(Diagnostic("unavailable", "search_failed", detail=str(err)))
         hits, found_diagnostics = {}, []
     diagnostics.extend(found_diagnostics)
+    named = named_code_places(query.goal_hint, hits, settings.hits_per_term)
     candidates = tuple(
         Candidate(
             span=Span(path, line, line), kind="line", qualname=None, sources=(SOURCE,),
-            terms=(term,), hit_lines=(line,),
+            terms=(term,), hit_lines=(line,), pointed_at=(term, path, line) in named,
+            pointed_lines=(line,) if (term, path, line) in named else (),
         )
         for term, found in hits.items()
         for path, line in found
     )
     return Recall(source=SOURCE, candidates=candidates, diagnostics=tuple(diagnostics))
+
+
+def named_code_places(
+    title: str, hits: dict[str, list[tuple[str, int]]], cap: int
+) -> set[tuple[str, str, int]]:
+    """``(term, path, line)`` of the hits outside tests of each term that is
+    (or, dotted, ends in) a code ``title`` names, for the terms with at most
+    ``NAMED_CODE_MAX_PLACES`` of them; a term cut at ``cap`` hits may have
+    more past the cut."""
+    codes = rule_codes(title)
+    places: set[tuple[str, str, int]] = set()
+    for term, found in hits.items():
+        if not codes or term.rsplit(".", 1)[-1] not in codes or len(found) >= cap:
+            continue
+        outside_tests = [(term, path, line) for path, line in found if not is_test_path(path)]
+        if len(outside_tests) <= NAMED_CODE_MAX_PLACES:
+            places.update(outside_tests)
+    return places
