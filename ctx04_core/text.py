@@ -19,7 +19,7 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
 # their messages so in every language, and write the code where they define
 # or document it and hardly anywhere else.
 RULE_CODE = re.compile(r"[A-Z]{1,6}[0-9]{2,5}")
-_RULE_CODE_WORD = re.compile(r"(?<![\w-])[A-Z]{1,6}[0-9]{2,5}(?![\w-])")
+_RULE_CODE_WORD = re.compile(rf"(?<![\w-]){RULE_CODE.pattern}(?![\w-])")
 # Boundaries inside an identifier: snake_case, camelCase, HTTPServer, v2Beta.
 _PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 

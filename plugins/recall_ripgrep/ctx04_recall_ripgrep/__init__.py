@@ -307,8 +307,10 @@ def named_code_places(
     more past the cut."""
     codes = rule_codes(title)
     places: set[tuple[str, str, int]] = set()
+    if not codes:
+        return places
     for term, found in hits.items():
-        if not codes or term.rsplit(".", 1)[-1] not in codes or len(found) >= cap:
+        if term.rsplit(".", 1)[-1] not in codes or len(found) >= cap:
             continue
         outside_tests = [(term, path, line) for path, line in found if not is_test_path(path)]
         if len(outside_tests) <= NAMED_CODE_MAX_PLACES:
