@@ -3,6 +3,7 @@ prune, assemble."""
 
 from __future__ import annotations
 
+import functools
 import re
 import sqlite3
 import time
@@ -13,7 +14,7 @@ from typing import Any
 
 import pluggy
 
-from ctx04_core.graph import module_of
+from ctx04_core.graph import definitions_inside, module_of
 from ctx04_core.index import CodeIndex, RefreshStats, statuses
 from ctx04_core.index.schema import is_corruption
 from ctx04_core.memo import RetrievalMemo
@@ -338,7 +339,10 @@ def run_stages(
     if excerpts is None:
         excerpts = [whole_excerpt(r, repo) for r in ranked]
         excerpts = [e for e in excerpts if e.lines]
-    placement = place(ranked, placed, settings, _leading_module(ranked, repo, settings))
+    placement = place(
+        ranked, placed, settings, _leading_module(ranked, repo, settings),
+        functools.partial(definitions_inside, repo),
+    )
     ranked = list(placement.ranked)
     # In rank order still when a module shown further down moved up.
     excerpts = sorted(

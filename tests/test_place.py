@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 from conftest import SHOP, make_git_repo
 
 from ctx04_core import retrieve
+from ctx04_core.graph import definitions_inside
+from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.place import place
 from ctx04_core.types import Candidate, Excerpt, RankedCandidate, Span
@@ -145,3 +148,44 @@ def test_a_met_files_container_past_the_fifth_place_comes_after_the_rest() -> No
     # Off with the module: nothing moves.
     kept = place(order, [], Settings(leading_module_rank=0), A_MODULE)
     assert kept.ranked == tuple(order)
+
+
+def test_the_leading_module_moves_up_to_where_a_reader_of_containers_meets_it() -> None:
+    order = ranked("a.py", "b.py", "a.py", "c.py", "b.py", "d.py", "a.py", "e.py", "a.py",
+                   "g.py", "h.py")
+    kinds = {5: "class", 7: "class"}  # by index: d.py's class sixth, e.py's eighth
+    order = [replace(r, candidate=replace(r.candidate, kind=kinds.get(i, "function")))
+             for i, r in enumerate(order)]
+    held = {"d.py": 3, "e.py": 20}
+
+    def inside(candidate: Candidate) -> int:
+        return held.get(candidate.span.path, 0)
+
+    # Read as their members, the classes put a tenth-placed module at the
+    # 33rd definition read (5 + 1 + 3 + 1 + 1 + 20 + 1 + 1); seventh, a
+    # reader meets it tenth (5 + 1 + 3, then it).
+    placement = place(order, [], Settings(), A_MODULE, inside)
+    assert placement.ranked[6].candidate == A_MODULE and placement.placed_ranks == (7,)
+    assert placement.new_ranks == (1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12)
+    # Met within the first ten already (empty classes), it stays tenth.
+    held.update({"d.py": 0, "e.py": 0})
+    assert place(order, [], Settings(), A_MODULE, inside).placed_ranks == (10,)
+    # A container among the first five that alone fills a reader's first ten:
+    # no place past the fifth is met in time, so the module stays tenth.
+    first = [replace(order[0], candidate=replace(order[0].candidate, kind="class")), *order[1:]]
+    held.update({"a.py": 12, "d.py": 3, "e.py": 20})
+    assert place(first, [], Settings(), A_MODULE, inside).placed_ranks == (10,)
+
+
+def test_a_container_holds_the_definitions_within_its_span(
+    tmp_path: Path, indexed: Callable[..., Repo]
+) -> None:
+    repo = indexed(make_git_repo(tmp_path / "repo", SHOP))
+    by_name = {n.qualname: n for n in repo.index.file_nodes("shop/cart.py")}
+
+    def held(qualname: str) -> int:
+        node = by_name[qualname]
+        return definitions_inside(repo, Candidate(node.span, node.kind, node.qualname, ()))
+
+    # Cart's five methods; the module's two classes and their six methods.
+    assert (held("shop.cart.Cart"), held("shop.cart"), held("shop.cart.Cart.total")) == (5, 8, 0)

@@ -20,12 +20,16 @@ module the ranking holds further down moves up to that place. Past the
 fifth place and up to the module's, a class or module of a file a
 better-ranked candidate already holds (not the leader's) then comes after
 the rest: read as its members, it would push the rest out of a reader's
-first ten, and no file changes its place.
+first ten, and no file changes its place. When the containers before the
+module would still push it past a reader's first ``leading_module_rank``
+definitions, it moves up to the latest place where the reader meets it
+there, never into the first five: a class of another file ranked ninth is
+read as its thirty methods, and the module tenth after it as the fortieth.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from ctx04_core.settings import Settings
@@ -57,15 +61,23 @@ class Placement:
         return replace(excerpt, ranked=replace(excerpt.ranked, rank=rank))
 
 
+def _nothing_inside(candidate: Candidate) -> int:
+    return 0
+
+
 def place(
     ranked: Sequence[RankedCandidate], placed: Sequence[Candidate], settings: Settings,
     leading_module: Candidate | None = None,
+    inside: Callable[[Candidate], int] = _nothing_inside,
 ) -> Placement:
     """``ranked`` with each ``placed`` candidate whose file it does not hold
     before the first candidate of its ``placed_file_position``-th file (last
     when it has fewer files), then ``leading_module`` (the first candidate's
     file's module) as its ``leading_module_rank``-th candidate unless it is
-    ranked before or fewer candidates come before, every rank renumbered."""
+    ranked before or fewer candidates come before, or earlier where the
+    containers before it, read as the ``inside(candidate)`` definitions
+    each holds, would push it past that many definitions read; every rank
+    renumbered."""
     # Each entry: the candidate's index in ``ranked``, None for a placed one.
     order: list[tuple[int | None, RankedCandidate]] = list(enumerate(ranked))
     for candidate in placed if settings.placed_file_position else ():
@@ -85,6 +97,7 @@ def place(
             order.insert(at, order.pop(now))
         order[KEPT_PLACES:at + 1] = _containers_last(order, KEPT_PLACES, at + 1,
                                                      leading_module.span.path)
+        _met_within_reading(order, leading_module, at + 1, inside)
     new_ranks = [0] * len(ranked)
     for rank, (old, _) in enumerate(order, start=1):
         if old is not None:
@@ -114,6 +127,25 @@ def _containers_last(
         (last if later else kept).append(entry)
         met.add(candidate.span.path)
     return kept + last
+
+
+def _met_within_reading(
+    order: list[tuple[int | None, RankedCandidate]], module: Candidate, reach: int,
+    inside: Callable[[Candidate], int],
+) -> None:
+    """Moves ``module`` up in ``order``, not into the first ``KEPT_PLACES``, to
+    the latest place where a reader who reads each container as itself and
+    the ``inside`` definitions it holds meets it within ``reach`` definitions;
+    where it is met there already, or nowhere past the kept places, it stays."""
+    now = next(i for i, (_, r) in enumerate(order) if _same_module(r.candidate, module))
+    read_before = [0]
+    for _, entry in order[:now]:
+        candidate = entry.candidate
+        held = inside(candidate) if candidate.kind in CONTAINER_KINDS else 0
+        read_before.append(read_before[-1] + 1 + held)
+    met = [i for i in range(KEPT_PLACES, now + 1) if read_before[i] < reach]
+    if met and met[-1] < now:
+        order.insert(met[-1], order.pop(now))
 
 
 def _same_module(candidate: Candidate, module: Candidate) -> bool:
