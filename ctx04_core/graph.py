@@ -52,12 +52,13 @@ def module_of(repo: Repo, path: str) -> Node | None:
     return next((n for n in repo.index.file_nodes(path) if n.kind == MODULE), None)
 
 
-def definitions_inside(repo: Repo, candidate: Candidate) -> int:
-    """How many definitions of the index lie within the candidate's span, itself
-    left out: what a reader who reads a class or a module as its members reads."""
+def definitions_within(repo: Repo, candidate: Candidate) -> tuple[str | None, ...]:
+    """The qualified names of the index's definitions within the candidate's
+    span, itself left out: what a reader who reads a class or a module as its
+    members reads after it."""
     span = candidate.span
-    return sum(
-        1 for n in repo.index.file_nodes(span.path)
+    return tuple(
+        n.qualname for n in repo.index.file_nodes(span.path)
         if n.qualname != candidate.qualname
         and span.start_line <= n.span.start_line <= n.span.end_line <= span.end_line
     )

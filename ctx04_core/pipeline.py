@@ -14,7 +14,7 @@ from typing import Any
 
 import pluggy
 
-from ctx04_core.graph import definitions_inside, module_of
+from ctx04_core.graph import definitions_within, module_of
 from ctx04_core.index import CodeIndex, RefreshStats, statuses
 from ctx04_core.index.schema import is_corruption
 from ctx04_core.memo import RetrievalMemo
@@ -341,7 +341,7 @@ def run_stages(
         excerpts = [e for e in excerpts if e.lines]
     placement = place(
         ranked, placed, settings, _leading_module(ranked, repo, settings),
-        functools.partial(definitions_inside, repo),
+        functools.partial(definitions_within, repo),
     )
     ranked = list(placement.ranked)
     # In rank order still when a module shown further down moved up.

@@ -9,7 +9,7 @@ from pathlib import Path
 from conftest import SHOP, make_git_repo
 
 from ctx04_core import retrieve
-from ctx04_core.graph import definitions_inside
+from ctx04_core.graph import definitions_within
 from ctx04_core.repository import Repo
 from ctx04_core.settings import Settings
 from ctx04_core.stages.place import place
@@ -158,23 +158,34 @@ def test_the_leading_module_moves_up_to_where_a_reader_of_containers_meets_it() 
              for i, r in enumerate(order)]
     held = {"d.py": 3, "e.py": 20}
 
-    def inside(candidate: Candidate) -> int:
-        return held.get(candidate.span.path, 0)
+    def within(candidate: Candidate) -> tuple[str, ...]:
+        path = candidate.span.path
+        return tuple(f"{path}.m{i}" for i in range(held.get(path, 0)))
 
     # Read as their members, the classes put a tenth-placed module at the
     # 33rd definition read (5 + 1 + 3 + 1 + 1 + 20 + 1 + 1); seventh, a
     # reader meets it tenth (5 + 1 + 3, then it).
-    placement = place(order, [], Settings(), A_MODULE, inside)
+    placement = place(order, [], Settings(), A_MODULE, within)
     assert placement.ranked[6].candidate == A_MODULE and placement.placed_ranks == (7,)
     assert placement.new_ranks == (1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12)
     # Met within the first ten already (empty classes), it stays tenth.
     held.update({"d.py": 0, "e.py": 0})
-    assert place(order, [], Settings(), A_MODULE, inside).placed_ranks == (10,)
+    assert place(order, [], Settings(), A_MODULE, within).placed_ranks == (10,)
     # A container among the first five that alone fills a reader's first ten:
     # no place past the fifth is met in time, so the module stays tenth.
     first = [replace(order[0], candidate=replace(order[0].candidate, kind="class")), *order[1:]]
     held.update({"a.py": 12, "d.py": 3, "e.py": 20})
-    assert place(first, [], Settings(), A_MODULE, inside).placed_ranks == (10,)
+    assert place(first, [], Settings(), A_MODULE, within).placed_ranks == (10,)
+    # A definition is read once: the class's three methods ranked after it
+    # take no place of their own, so the module is met tenth where it is.
+    methods = ranked("a.py", "b.py", "c.py", "b.py", "c.py", "d.py", "d.py", "d.py", "d.py",
+                     "g.py")
+    methods[5] = replace(methods[5], candidate=replace(methods[5].candidate, kind="class"))
+
+    def ranked_members(candidate: Candidate) -> tuple[str, ...]:
+        return ("m.f7", "m.f8", "m.f9") if candidate.kind == "class" else ()
+
+    assert place(methods, [], Settings(), A_MODULE, ranked_members).placed_ranks == (10,)
 
 
 def test_a_container_holds_the_definitions_within_its_span(
@@ -183,9 +194,15 @@ def test_a_container_holds_the_definitions_within_its_span(
     repo = indexed(make_git_repo(tmp_path / "repo", SHOP))
     by_name = {n.qualname: n for n in repo.index.file_nodes("shop/cart.py")}
 
-    def held(qualname: str) -> int:
+    def held(qualname: str) -> tuple[str | None, ...]:
         node = by_name[qualname]
-        return definitions_inside(repo, Candidate(node.span, node.kind, node.qualname, ()))
+        return definitions_within(repo, Candidate(node.span, node.kind, node.qualname, ()))
 
-    # Cart's five methods; the module's two classes and their six methods.
-    assert (held("shop.cart.Cart"), held("shop.cart"), held("shop.cart.Cart.total")) == (5, 8, 0)
+    cart = ("__init__", "add", "remove", "apply_coupon", "total")
+    assert held("shop.cart.Cart") == tuple(f"shop.cart.Cart.{name}" for name in cart)
+    # The module: its two classes and their six methods, in file order.
+    assert held("shop.cart") == (
+        "shop.cart.LineItem", "shop.cart.LineItem.subtotal", "shop.cart.Cart",
+        *(f"shop.cart.Cart.{name}" for name in cart),
+    )
+    assert held("shop.cart.Cart.total") == ()

@@ -61,23 +61,23 @@ class Placement:
         return replace(excerpt, ranked=replace(excerpt.ranked, rank=rank))
 
 
-def _nothing_inside(candidate: Candidate) -> int:
-    return 0
+def _nothing_within(candidate: Candidate) -> tuple[str | None, ...]:
+    return ()
 
 
 def place(
     ranked: Sequence[RankedCandidate], placed: Sequence[Candidate], settings: Settings,
     leading_module: Candidate | None = None,
-    inside: Callable[[Candidate], int] = _nothing_inside,
+    within: Callable[[Candidate], Sequence[str | None]] = _nothing_within,
 ) -> Placement:
     """``ranked`` with each ``placed`` candidate whose file it does not hold
     before the first candidate of its ``placed_file_position``-th file (last
     when it has fewer files), then ``leading_module`` (the first candidate's
     file's module) as its ``leading_module_rank``-th candidate unless it is
     ranked before or fewer candidates come before, or earlier where the
-    containers before it, read as the ``inside(candidate)`` definitions
-    each holds, would push it past that many definitions read; every rank
-    renumbered."""
+    containers before it, each read with the definitions ``within`` it (their
+    qualified names), would push it past that many definitions read; every
+    rank renumbered."""
     # Each entry: the candidate's index in ``ranked``, None for a placed one.
     order: list[tuple[int | None, RankedCandidate]] = list(enumerate(ranked))
     for candidate in placed if settings.placed_file_position else ():
@@ -97,7 +97,7 @@ def place(
             order.insert(at, order.pop(now))
         order[KEPT_PLACES:at + 1] = _containers_last(order, KEPT_PLACES, at + 1,
                                                      leading_module.span.path)
-        _met_within_reading(order, leading_module, at + 1, inside)
+        _met_within_reading(order, leading_module, at + 1, within)
     new_ranks = [0] * len(ranked)
     for rank, (old, _) in enumerate(order, start=1):
         if old is not None:
@@ -131,18 +131,24 @@ def _containers_last(
 
 def _met_within_reading(
     order: list[tuple[int | None, RankedCandidate]], module: Candidate, reach: int,
-    inside: Callable[[Candidate], int],
+    within: Callable[[Candidate], Sequence[str | None]],
 ) -> None:
     """Moves ``module`` up in ``order``, not into the first ``KEPT_PLACES``, to
-    the latest place where a reader who reads each container as itself and
-    the ``inside`` definitions it holds meets it within ``reach`` definitions;
-    where it is met there already, or nowhere past the kept places, it stays."""
+    the latest place where a reader meets it within ``reach`` distinct
+    definitions, reading each candidate and, after a container, the
+    definitions ``within`` it; where it is met there already, or nowhere past
+    the kept places, it stays."""
     now = next(i for i, (_, r) in enumerate(order) if _same_module(r.candidate, module))
-    read_before = [0]
+    read: dict[tuple[str, str | None], None] = {}
+    read_before = []
     for _, entry in order[:now]:
+        read_before.append(len(read))
         candidate = entry.candidate
-        held = inside(candidate) if candidate.kind in CONTAINER_KINDS else 0
-        read_before.append(read_before[-1] + 1 + held)
+        path = candidate.span.path
+        read.setdefault((path, candidate.qualname))
+        if candidate.kind in CONTAINER_KINDS:
+            read.update(dict.fromkeys((path, name) for name in within(candidate)))
+    read_before.append(len(read))
     met = [i for i in range(KEPT_PLACES, now + 1) if read_before[i] < reach]
     if met and met[-1] < now:
         order.insert(met[-1], order.pop(now))
