@@ -52,7 +52,7 @@ def module_of(repo: Repo, path: str) -> Node | None:
     return next((n for n in repo.index.file_nodes(path) if n.kind == MODULE), None)
 
 
-def definitions_within(repo: Repo, candidate: Candidate) -> tuple[str | None, ...]:
+def definitions_within(repo: Repo, candidate: Candidate) -> tuple[str, ...]:
     """The qualified names of the index's definitions within the candidate's
     span, itself left out: what a reader who reads a class or a module as its
     members reads after it."""

@@ -194,7 +194,7 @@ def test_a_container_holds_the_definitions_within_its_span(
     repo = indexed(make_git_repo(tmp_path / "repo", SHOP))
     by_name = {n.qualname: n for n in repo.index.file_nodes("shop/cart.py")}
 
-    def held(qualname: str) -> tuple[str | None, ...]:
+    def held(qualname: str) -> tuple[str, ...]:
         node = by_name[qualname]
         return definitions_within(repo, Candidate(node.span, node.kind, node.qualname, ()))
 

@@ -61,14 +61,14 @@ class Placement:
         return replace(excerpt, ranked=replace(excerpt.ranked, rank=rank))
 
 
-def _nothing_within(candidate: Candidate) -> tuple[str | None, ...]:
+def _nothing_within(candidate: Candidate) -> tuple[str, ...]:
     return ()
 
 
 def place(
     ranked: Sequence[RankedCandidate], placed: Sequence[Candidate], settings: Settings,
     leading_module: Candidate | None = None,
-    within: Callable[[Candidate], Sequence[str | None]] = _nothing_within,
+    within: Callable[[Candidate], Sequence[str]] = _nothing_within,
 ) -> Placement:
     """``ranked`` with each ``placed`` candidate whose file it does not hold
     before the first candidate of its ``placed_file_position``-th file (last
@@ -131,7 +131,7 @@ def _containers_last(
 
 def _met_within_reading(
     order: list[tuple[int | None, RankedCandidate]], module: Candidate, reach: int,
-    within: Callable[[Candidate], Sequence[str | None]],
+    within: Callable[[Candidate], Sequence[str]],
 ) -> None:
     """Moves ``module`` up in ``order``, not into the first ``KEPT_PLACES``, to
     the latest place where a reader meets it within ``reach`` distinct
