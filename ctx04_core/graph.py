@@ -52,16 +52,25 @@ def module_of(repo: Repo, path: str) -> Node | None:
     return next((n for n in repo.index.file_nodes(path) if n.kind == MODULE), None)
 
 
+def nested_in(nodes: Iterable[Node], qualname: str | None, start: int, end: int) -> list[Node]:
+    """The ``nodes`` lying within lines ``start``-``end``, the one named
+    ``qualname`` (the container itself) left out, in their order: what a
+    reader who reads a class or a module as its members reads after it. One
+    reading for the placement (``stages/place.py``) and the eval's
+    ``function_acc_read@k``, so the two count the same definitions."""
+    return [
+        n for n in nodes
+        if n.qualname != qualname and start <= n.span.start_line <= n.span.end_line <= end
+    ]
+
+
 def definitions_within(repo: Repo, candidate: Candidate) -> tuple[str, ...]:
     """The qualified names of the index's definitions within the candidate's
-    span, itself left out: what a reader who reads a class or a module as its
-    members reads after it."""
+    span (``nested_in``)."""
     span = candidate.span
-    return tuple(
-        n.qualname for n in repo.index.file_nodes(span.path)
-        if n.qualname != candidate.qualname
-        and span.start_line <= n.span.start_line <= n.span.end_line <= span.end_line
-    )
+    nodes = repo.index.file_nodes(span.path)
+    return tuple(n.qualname for n in nested_in(nodes, candidate.qualname,
+                                               span.start_line, span.end_line))
 
 
 def names_used(repo: Repo, node: Node) -> frozenset[str]:

@@ -24,6 +24,7 @@ from ctx04_core.bench.metrics import FAILED, Answer, Covered, RankedItem, Symbol
 from ctx04_core.bench.systems import BM25_SETTINGS, SYSTEMS, run_bm25, run_ctx04
 from ctx04_core.bench.trees import Tree, default_cache_dir, materialise, tree_dir
 from ctx04_core.executors import Executor, WorkerLost, run_tasks
+from ctx04_core.graph import nested_in
 from ctx04_core.plugins import PluginError, disabled_from_env, enabled_plugins, loaded_plugins
 from ctx04_core.ranking.model import fold_model_path
 from ctx04_core.settings import LEARNED, Settings
@@ -227,11 +228,7 @@ def _covered(tree: Path, pm: pluggy.PluginManager) -> Covered:
     definitions = functools.cache(lambda path: file_definitions(tree, path, pm))
 
     def covered(item: RankedItem) -> list[Symbol]:
-        inside = [
-            node for node in definitions(item.path)
-            if node.qualname != item.qualname
-            and item.start_line <= node.span.start_line <= node.span.end_line <= item.end_line
-        ]
+        inside = nested_in(definitions(item.path), item.qualname, item.start_line, item.end_line)
         return [(item.path, node.qualname)
                 for node in sorted(inside, key=lambda n: n.span.start_line)]
 
