@@ -31,7 +31,10 @@ sets, measured in the same process one after the other:
   functions call proposed after the first ranking (``callee_ranks = 0``);
 - three leaders: with the callees, the slice's leaders as before stop 60
   (``leader_ranks = 3``);
-- default: the same with five leaders (the default);
+- no short functions: with five leaders, the functions of at most
+  ``short_function_lines`` lines left as the slice's rules show them
+  (``short_function_lines = 0``);
+- default: the same with them whole (the default);
 - + meaning: the default install and the optional ``meaning`` plugin, whose
   vectors are read from the index (made when it is built with the plugin
   enabled, or by the untimed warm-up for an index built without it).
@@ -77,6 +80,7 @@ PLUGIN_SETS: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
                           {"doubt_probability": 0.35, "sure_margin": 1.0}),
     "no callees": (("pin", "meaning", "dependence"), {"callee_ranks": 0}),
     "three leaders": (("pin", "meaning", "dependence"), {"leader_ranks": 3}),
+    "no short functions": (("pin", "meaning", "dependence"), {"short_function_lines": 0}),
     "default": (("pin", "meaning", "dependence"), {}),
     "+ meaning": (("pin", "dependence"), {}),
 }

@@ -80,19 +80,21 @@ def test_eval_ctx04(runs: Runs) -> None:
         "calc.ops.Stats.mean", "calc.ops.Stats.spread", "calc.fmt.money",
     ]
     # divide (rank 1) is shown whole, with three lines either side (the first
-    # candidate's runs, first_run_context); every other candidate's best line
-    # scores under a fifth of divide's best: hypot and add, leaders (ranks 2
-    # and 3), are shown as their signatures, the rest not at all. Last, the
-    # leading file's one import and the blank line after it (a head, ranked
-    # past the ranking: no rank).
+    # candidate's runs, first_run_context) that no other excerpt shows; every
+    # other candidate's best line scores under a fifth of divide's best:
+    # hypot and add, leaders (ranks 2 and 3), would be their signatures, the
+    # rest not at all. Both are two lines long (at most short_function_lines):
+    # whole, add with the blank lines after it. Last, the leading file's one
+    # import and the blank line after it (a head, ranked past the ranking: no
+    # rank).
     assert first["shown"] == [
-        {"path": "calc/ops.py", "rank": 1, "extra": None, "lines": [[8, 16]]},
-        {"path": "calc/ops.py", "rank": 2, "extra": None, "lines": [[29, 29]]},
-        {"path": "calc/ops.py", "rank": 3, "extra": None, "lines": [[7, 7]]},
+        {"path": "calc/ops.py", "rank": 1, "extra": None, "lines": [[11, 16]]},
+        {"path": "calc/ops.py", "rank": 2, "extra": None, "lines": [[29, 30]]},
+        {"path": "calc/ops.py", "rank": 3, "extra": None, "lines": [[7, 10]]},
         {"path": "calc/ops.py", "rank": None, "extra": "head", "lines": [[2, 3]]},
     ]
-    # Of its 13 lines, one (hypot's signature) is irrelevant.
-    assert first["metrics"] == metrics(irrelevant_context_ratio=1 / 13, tokens=200.0)
+    # Of its 14 lines, two (hypot's) are irrelevant.
+    assert first["metrics"] == metrics(irrelevant_context_ratio=2 / 14, tokens=216.0)
     # The module holding the gold line PRECISION = 2 ranks fourth: two of the
     # three symbols are in the top 3, one of them at rank 1.
     assert [r["qualname"] for r in second["ranked"]] == [
@@ -105,18 +107,20 @@ def test_eval_ctx04(runs: Runs) -> None:
     # (23) rather than a second copy of its body; the module shows its best
     # line (PRECISION = 2) with two lines either side, a leader (rank 4 of
     # leader_ranks 5) cut to its best lines; divide, a leader under the floor,
-    # its signature; spread, past the leaders, scores under the floor.
+    # would be its signature: three lines long, it is whole, with the blank
+    # lines after it (14-15, before Stats's context); spread, past the
+    # leaders, scores under the floor.
     assert second["shown"] == [
-        {"path": "calc/ops.py", "rank": 1, "extra": None, "lines": [[15, 31]]},
+        {"path": "calc/ops.py", "rank": 1, "extra": None, "lines": [[16, 31]]},
         {"path": "calc/ops.py", "rank": 2, "extra": None, "lines": [[23, 23]]},
-        {"path": "calc/ops.py", "rank": 3, "extra": None, "lines": [[11, 11]]},
+        {"path": "calc/ops.py", "rank": 3, "extra": None, "lines": [[11, 15]]},
         {"path": "calc/ops.py", "rank": 4, "extra": None, "lines": [[2, 6]]},
     ]
     # Gold lines 4, 21 and 24: the slice shows all three; Stats (18-28) holds
     # 21 and 24, the module (rank 4) all three.
     assert second["metrics"] == metrics(
         recall_at_1=1 / 3, recall_at_3=2 / 3, line_recall=1.0, line_recall_at_1=2 / 3,
-        line_recall_at_3=2 / 3, irrelevant_context_ratio=0.0, tokens=258.0,
+        line_recall_at_3=2 / 3, irrelevant_context_ratio=0.0, tokens=282.0,
     )
     assert "ctx04 eval: ctx04: 2 instances, 0 errored" in runs.ctx04.stdout
     rows = table(runs.ctx04.stdout)
@@ -127,7 +131,7 @@ def test_eval_ctx04(runs: Runs) -> None:
         "recall@3": ["0.833"], "recall@5": ["1.000"], "mrr": ["1.000"],
         "required_file_recall": ["1.000"], "required_symbol_recall": ["1.000"],
         "line_recall": ["1.000"], "line_recall@1": ["0.833"], "line_recall@3": ["0.833"],
-        "line_recall@5": ["1.000"], "irrelevant_context_ratio": ["0.038"], "tokens": ["229.0"],
+        "line_recall@5": ["1.000"], "irrelevant_context_ratio": ["0.071"], "tokens": ["249.0"],
     }
     for timing in ("seconds_p50", "seconds_p95", "index_seconds_median", "index_seconds_total"):
         assert re.fullmatch(r"\d+\.\d\d", rows[timing][0])
@@ -259,13 +263,13 @@ def test_gaps(runs: Runs) -> None:
     # The slices show every gold line (line recall 1.0): nothing is elsewhere.
     assert rows["all"] == ["2", "1.000", *["0.000"] * 7]
     # Lines a rank shows, per instance (the records' shown lines above): rank
-    # 1 shows 9 and 17 lines (divide and Stats, each with three lines either
-    # side), ranks 2-3 two (signatures, leaders under the
-    # prune's relative floor; one of the four irrelevant), rank 4 five. Gold
-    # line 12 (first instance) is rank 1's; of 21, 24 and 4 (second), rank 1
-    # shows two, rank 4 one.
+    # 1 shows 6 and 16 lines (divide and Stats, each with the lines either
+    # side that ranks 2-3 do not show), ranks 2-3 six (short functions whole,
+    # leaders under the prune's relative floor; two of the twelve, hypot's,
+    # irrelevant), rank 4 five. Gold line 12 (first instance) is rank 1's; of
+    # 21, 24 and 4 (second), rank 1 shows two, rank 4 one.
     assert (rows["1"], rows["2-3"], rows["4-5"], rows["6-10"], rows["no candidate"]) == (
-        ["13.0", "0.000", "0.833"], ["2.0", "0.250", "0.000"], ["2.5", "0.000", "0.167"],
+        ["11.0", "0.000", "0.833"], ["6.0", "0.167", "0.000"], ["2.5", "0.000", "0.167"],
         ["0.0", "-", "0.000"], ["0.0", "-", "0.000"],
     )
 
@@ -295,12 +299,12 @@ def test_compare(runs: Runs) -> None:
         "1.000", "1.000", "+0.000", "+0.000 .. +0.000", "0 / 0", "1.00"
     ]
     assert rows["recall@1"] == ["0.667", "0.667", "+0.000", "+0.000 .. +0.000", "0 / 0", "1.00"]
-    # bm25's slice is longer than ctx04's on both instances (229.0 -> 322.5 on average).
-    assert [r["tokens"] for r in records(runs.tmp / "ctx04.jsonl")] == [200, 258]
+    # bm25's slice is longer than ctx04's on both instances (249.0 -> 322.5 on average).
+    assert [r["tokens"] for r in records(runs.tmp / "ctx04.jsonl")] == [216, 282]
     assert [r["tokens"] for r in records(runs.tmp / "bm25.jsonl")] == [355, 290]
-    # Changes +155 and +32: mean 93.5, standard error 61.5, so 93.5 ± 1.96 x 61.5;
+    # Changes +139 and +8: mean 73.5, standard error 65.5, so 73.5 ± 1.96 x 65.5;
     # two instances up and none down is a sign test p of 2 x 1/4.
-    assert rows["tokens"] == ["229.0", "322.5", "+93.5", "-27.0 .. +214.0", "2 / 0", "0.50"]
+    assert rows["tokens"] == ["249.0", "322.5", "+73.5", "-54.9 .. +201.9", "2 / 0", "0.50"]
     assert rows["seconds_p50"][-1] == "-"
 
 
@@ -438,7 +442,7 @@ def test_eval_per_language(runs: Runs) -> None:
         python = dict(zip(METRICS, rows["Python"][1:], strict=True))
         assert rows["Python"][0] == "2"
         assert (python["recall@1"], python["recall@3"], python["tokens"]) == {
-            "ctx04": ("0.667", "0.833", "229.0"), "bm25": ("0.667", "1.000", "322.5")
+            "ctx04": ("0.667", "0.833", "249.0"), "bm25": ("0.667", "1.000", "322.5")
         }[system]
         # The whole run's summary mixes both.
         assert table(done.stdout)["recall@1"] == ["0.444"]
@@ -448,7 +452,7 @@ def test_eval_per_language(runs: Runs) -> None:
     rows = table(done.stdout)
     assert rows["Go"] == ["1", *(["+0.000"] * 18), "+0.0"]
     python = dict(zip(METRICS, rows["Python"][1:], strict=True))
-    assert (python["recall@3"], python["tokens"]) == ("+0.167", "+93.5")
+    assert (python["recall@3"], python["tokens"]) == ("+0.167", "+73.5")
     # Unlabelled records give no per-language table.
     done = ctx04(runs.env, "eval", "--compare", runs.tmp / "ctx04.jsonl", runs.tmp / "bm25.jsonl")
     assert "per language" not in done.stdout

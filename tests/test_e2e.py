@@ -133,7 +133,7 @@ def test_three_arms_two_tasks(tmp_path: Path, model: StandIn) -> None:
         (321, 45, 366, CALL_COST), (321, 45, 366, CALL_COST), (321, 45, 366, CALL_COST),
         (0, 0, 0, 0.0), (0, 0, 0, 0.0), (321, 45, 366, CALL_COST),
     ]
-    assert [c["slice_tokens"] for c in calls] == [200, 76, 0, 258, 169, 0]
+    assert [c["slice_tokens"] for c in calls] == [216, 76, 0, 282, 169, 0]
     assert calls[0]["files"] == ["calc/ops.py"] and calls[0]["model_artifact"] == "stand-in-1"
 
     # What the model was asked: the issue and the slice, or that none is shown.
@@ -142,9 +142,10 @@ def test_three_arms_two_tasks(tmp_path: Path, model: StandIn) -> None:
     assert all("response_format" not in a for a in asked)
     assert asked[0]["max_tokens"] == 4096  # e2e's default, not the door's 1024
     user = [a["messages"][1]["content"] for a in asked]
-    assert "### calc.ops.divide [calc/ops.py:8-16, sha256:" in user[0]
-    # divide with three lines either side: add's last line above it.
-    assert "ripgrep]\n    return a + b\n\n\ndef divide(a, b):" in user[0]
+    assert "### calc.ops.divide [calc/ops.py:11-16, sha256:" in user[0]
+    # divide with the three lines after it; add, two lines long, is whole
+    # with the blank lines after it, in its own excerpt.
+    assert "bm25]\ndef add(a, b):\n    return a + b\n\n\n\n### " in user[0]
     assert "### calc.ops.divide [calc/ops.py:11-13, sha256:" in user[1]  # the gold's span
     assert ", oracle]\ndef divide(a, b):" in user[1]
     assert "No code from the repository is shown for this task." in user[2]

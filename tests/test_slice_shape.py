@@ -34,10 +34,10 @@ TASK = (
 
 
 def alone(**fields: Any) -> Settings:
-    """The value slice without the lines it adds last (the leading file's imports,
-    the lines beside its runs; tested last)."""
+    """The value slice without the lines it adds last (short functions' bodies, the
+    leading file's imports, the lines beside its runs; tested apart)."""
     return Settings(slice_shape="value", blank_line_ends=False, first_run_context=0,
-                    leading_imports_max=0).with_overrides(**fields)
+                    leading_imports_max=0, short_function_lines=0).with_overrides(**fields)
 
 
 @pytest.fixture
@@ -98,6 +98,33 @@ def test_the_leader_whole_the_next_pruned_the_last_as_its_signature(shop: Repo) 
         ("shop.pricing.round_money", "signature", [12], True),
     ]
     assert context.tokens == 185
+
+
+def test_a_short_function_is_whole_where_it_would_be_its_signature(shop: Repo) -> None:
+    # round_money scores under value_score_share: its signature (line 12). Its
+    # three lines are within short_function_lines (5): whole when the two
+    # lines more fit (214 tokens); under a cap of 2 lines, or in a budget of
+    # 200 (the slice with its signature is 185), its signature. Where the
+    # learned order is sure of total and finds round_money improbable (p
+    # 0.05), whole all the same.
+    order = ranked(
+        shop, ("shop.cart.Cart.total", 10.0), ("shop.cart", 5.0),
+        ("shop.pricing.round_money", 2.0),
+    )
+    learned = tuple(
+        replace(r, model_score=z, log_odds=z) for r, z in zip(order, (1.0, -1.0, -3.0), strict=True)
+    )
+    whole = ("shop.pricing.round_money", "whole", [12, 13, 14], True)
+    signature = ("shop.pricing.round_money", "signature", [12], True)
+    roomy = sliced(shop, order, 4000, short_function_lines=5)
+    assert shown(roomy)[2] == whole
+    assert roomy.tokens == 214
+    assert shown(sliced(shop, learned, 4000, short_function_lines=5))[2] == whole
+    assert shown(sliced(shop, order, 4000, short_function_lines=2))[2] == signature
+    tight = sliced(shop, order, 200, short_function_lines=5)
+    assert shown(tight) == [("shop.cart.Cart.total", "whole", [41, 42, 43, 44, 45, 46], True),
+                            ("shop.cart", "pruned", [1, 2, 3], True), signature]
+    assert tight.tokens == 185
 
 
 def test_a_leader_cut_to_its_best_lines_shows_their_neighbours(shop: Repo) -> None:
@@ -251,8 +278,8 @@ def test_leader_settings_out_of_range_are_refused() -> None:
     with pytest.raises(SettingsError, match=r"leader_line_ratio .* in \(0, 1\], not 0.0"):
         Settings(leader_line_ratio=0.0)
     for negative in ("leader_ranks", "leader_line_context", "type_span_max_lines",
-                     "first_run_context", "leading_imports_max"):
-        with pytest.raises(SettingsError, match="first_run_context and leading_imports_max "
+                     "first_run_context", "leading_imports_max", "short_function_lines"):
+        with pytest.raises(SettingsError, match="leading_imports_max and short_function_lines "
                                                 "are counts, 0 or more"):
             Settings().with_overrides(**{negative: -1})
 

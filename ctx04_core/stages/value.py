@@ -89,6 +89,15 @@ third of the lines each showed; 2 % of those lines were relevant, and 2
 slices lost a changed line (irrelevant share -0.010 Python, -0.006
 multilingual, line recall -0.003 and equal).
 
+Then each planned function or method of at most ``short_function_lines``
+lines that is not yet whole (a signature the score share or a sure slice
+left alone, best lines) is shown whole, in rank order, when the difference
+fits: its body costs a line or four more than its signature, which says
+little of what it does and hides a change in it. Improbable or not: on dev
+and the training tasks the bodies this adds held the change in 6 slices,
+none lost a changed line, and the irrelevant share rose by at most 0.002
+(Loc-Bench: no line, up to 0.005; stop 71).
+
 Last of all (``blank_line_ends``), every planned excerpt shows the blank
 lines right after each run of its lines, and right before each run of at
 least ``BLANK_BEFORE_RUN`` lines, that no excerpt shows, when they fit: a
@@ -154,7 +163,8 @@ def value_shape(
     the learned order finds probable enough, among the candidates and then
     in its reserve, and the leading file's head (not in doubt: its few
     imports), each while what it adds fits what is left of the budgets;
-    last, the blank lines at the ends of every planned excerpt's runs
+    then the short functions still not whole, as their bodies; last, the
+    blank lines at the ends of every planned excerpt's runs
     (``blank_line_ends``), then the lines beside the runs of the first and
     the probable candidates (``first_run_context``)."""
     excerpts = signatures_shape(shapes, ranked, settings)
@@ -248,6 +258,8 @@ def value_shape(
         )
         if imports is not None and room.take(imports):
             excerpts.append(imports)
+    if settings.short_function_lines:
+        _short_functions_whole(shapes, excerpts, planned, room, shown_whole, settings)
     if settings.blank_line_ends or settings.first_run_context:
         _widened_runs(
             excerpts, [*range(planned), *range(tail, len(excerpts))], room, repo, settings
@@ -456,6 +468,28 @@ def _bodies_whole(
         if (
             excerpts[i].shown_as == WHOLE or _inside(shape.item.candidate.span, shown_whole)
             or (cap is not None and len(shape.text) > cap) or not worth(shape)
+        ):
+            continue
+        whole = shape.whole()
+        if room.replace(excerpts[i], whole):
+            excerpts[i] = whole
+
+
+def _short_functions_whole(
+    shapes: list[Shapes], excerpts: list[Excerpt], planned: int, room: Room,
+    shown_whole: list[Span], settings: Settings,
+) -> None:
+    """Each planned function or method of at most ``short_function_lines`` lines
+    not yet whole nor inside a span shown whole, in rank order, as its body
+    when the difference fits what is left."""
+    shape_of = {shape.item: shape for shape in shapes}
+    for i in range(planned):
+        shape = shape_of.get(excerpts[i].ranked)
+        if (
+            shape is None or excerpts[i].shown_as == WHOLE
+            or shape.item.candidate.kind not in FUNCTION_KINDS
+            or len(shape.text) > settings.short_function_lines
+            or _inside(shape.item.candidate.span, shown_whole)
         ):
             continue
         whole = shape.whole()
