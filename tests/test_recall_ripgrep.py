@@ -159,6 +159,10 @@ def test_a_code_the_title_names_points_at_its_few_places_outside_tests(
     # A dotted term ending in the code names it too (auth.E003, admin.E108).
     dotted = recall(repo, query(unresolved=("admin.E108",), goal_hint=title))
     assert pointed(dotted) == [("checks.py", 2, "admin.E108", (2,))]
+    # So does one qualified another way (lint::E108, Lint\E108): the last name.
+    other = make_git_repo(tmp_path / "q", {"codes.py": "NAMES = {'lint::E108': 1}\n"})
+    qualified = recall(indexed(other), query(unresolved=("lint::E108",), goal_hint=title))
+    assert pointed(qualified) == [("codes.py", 1, "lint::E108", (1,))]
     # Below the title (a tool's pasted output) a code is a term like any other.
     quoted = recall(repo, query(unresolved=("E108",), goal_hint="Linting fails"))
     assert pointed(quoted) == []

@@ -65,7 +65,7 @@ from ctx04_core.repository import Repo
 from ctx04_core.ripgrep import RipgrepMissing, exclusion_args, glob_args, rg_binary
 from ctx04_core.settings import Settings
 from ctx04_core.subprocesses import ChildResult, run_bounded
-from ctx04_core.text import rule_codes
+from ctx04_core.text import rule_codes, simple_name
 from ctx04_core.types import Candidate, Diagnostic, Query, Recall, Span
 
 SOURCE = "ripgrep"
@@ -302,7 +302,7 @@ def named_code_places(
     title: str, hits: dict[str, list[tuple[str, int]]], cap: int
 ) -> set[tuple[str, str, int]]:
     """``(term, path, line)`` of the hits outside tests of each term that is
-    (or, dotted, ends in) a code ``title`` names, for the terms with at most
+    (or, qualified, ends in) a code ``title`` names, for the terms with at most
     ``NAMED_CODE_MAX_PLACES`` of them; a term cut at ``cap`` hits may have
     more past the cut."""
     codes = rule_codes(title)
@@ -310,7 +310,7 @@ def named_code_places(
     if not codes:
         return places
     for term, found in hits.items():
-        if term.rsplit(".", 1)[-1] not in codes or len(found) >= cap:
+        if simple_name(term) not in codes or len(found) >= cap:
             continue
         outside_tests = [(term, path, line) for path, line in found if not is_test_path(path)]
         if len(outside_tests) <= NAMED_CODE_MAX_PLACES:
