@@ -313,6 +313,15 @@ class Settings:
     # 0.786 -> 0.792, 0.675 -> 0.685; every ranking metric equal. Dev, read once:
     # line recall equal, irrelevant 0.790 -> 0.790 and 0.801 -> 0.803.
     sure_margin: float = 2.0
+    # Nor is it sure when that candidate is a module (a file's
+    # own lines, the best of its scattered hits): it is then sure of a file,
+    # not of the lines to edit in it (fmt-2457: the header ranks first, the
+    # methods to change were their signatures). Measured at stop 71
+    # (docs/benchmarks.md, "A module leading: a slice in doubt"): line recall
+    # 0.379 -> 0.385 dev multilingual, 0.553 -> 0.553 and 0.438 -> 0.438
+    # training, dev Python and Loc-Bench equal; 3 tasks up, none down, 11 of
+    # 863 slices changed; irrelevant share +0.000 to +0.002. False: off.
+    doubt_module_leader: bool = True
     doubt_floor: float = 0.03
     # Last, in doubt, the functions and methods the learned order placed past
     # top_k, in the files the slice shows, whose probability is at least

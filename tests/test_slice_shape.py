@@ -466,6 +466,30 @@ def test_a_sure_slice_shows_an_improbable_function_as_its_signature(shop: Repo) 
     assert pruned(shop, sure, alone())[0].shown_as == "whole"
 
 
+def test_a_slice_led_by_a_module_is_in_doubt(shop: Repo) -> None:
+    # The same order, sure of its leader (p 0.5 against 0.12), but the leader
+    # is shop.cart's module: the order is sure of a file, not of its lines,
+    # and the slice is in doubt. apply_discount (p 0.047, over doubt_floor)
+    # is whole; with doubt_module_leader off, the sure slice's signature.
+    plain = ranked(
+        shop, ("shop.cart", 10.0), ("shop.cart.Cart.add", 5.0),
+        ("shop.pricing.apply_discount", 4.0),
+    )
+    led = tuple(
+        replace(r, model_score=z, log_odds=z)
+        for r, z in zip(plain, (0.0, -2.0, -3.0), strict=True)
+    )
+
+    def discount(**overrides: object) -> list[int]:
+        settings = alone(doubt_head=False).with_overrides(**overrides)
+        excerpt = pruned(shop, led, settings)[2]
+        assert excerpt.ranked.candidate.qualname == "shop.pricing.apply_discount"
+        return [n for n, _ in excerpt.lines]
+
+    assert discount() == [6, 7, 8, 9]
+    assert discount(doubt_module_leader=False) == [6]
+
+
 def test_in_doubt_a_ranked_body_the_line_floor_refused_is_weighed_too(shop: Repo) -> None:
     # Cart.remove shares no word with TASK: the line floor leaves it out of the
     # slice, rank or no rank. In doubt, a ranked function is shown whole by its
