@@ -197,7 +197,7 @@ def value_shape(
     def worth(shape: Shapes) -> bool:
         return _worth_whole(shape, best, leading_files, settings) and not improbable(shape.item)
 
-    _bodies_whole(shapes[:planned], excerpts, room, shown_whole, settings, worth)
+    _bodies_whole(shapes, excerpts, planned, room, shown_whole, settings, worth)
     # In a leader cut to its best lines (a body too long for the budget, a
     # module's own lines) the change is often a few lines from a line that
     # matches the task. Signatures the score share refused stay: growing them
@@ -225,7 +225,7 @@ def value_shape(
     tail = len(excerpts)  # what the doubt adds after the excerpts past the budgets
     if doubt:
         _bodies_whole(
-            shapes[:planned], excerpts, room, shown_whole, settings,
+            shapes, excerpts, planned, room, shown_whole, settings,
             lambda shape: _worth_whole_in_doubt(shape, settings),
         )
         # The ranked functions whose every line the floor refused are candidates
@@ -262,7 +262,11 @@ def value_shape(
         if imports is not None and room.take(imports):
             excerpts.append(imports)
     if settings.short_function_lines:
-        _short_functions_whole(shapes, excerpts, planned, room, shown_whole, settings)
+        _bodies_whole(
+            shapes, excerpts, planned, room, shown_whole, settings,
+            lambda shape: shape.item.candidate.kind in FUNCTION_KINDS
+            and len(shape.text) <= settings.short_function_lines,
+        )
     if settings.blank_line_ends or settings.first_run_context:
         _widened_runs(
             excerpts, [*range(planned), *range(tail, len(excerpts))], room, repo, settings
@@ -460,39 +464,22 @@ def _apart_whole(
 
 
 def _bodies_whole(
-    shapes: list[Shapes], excerpts: list[Excerpt], room: Room, shown_whole: list[Span],
-    settings: Settings, worth: Callable[[Shapes], bool],
-) -> None:
-    """In rank order, each candidate not yet whole nor inside a span shown
-    whole, that ``worth`` accepts and is at most ``whole_body_max_lines``
-    long, as its body when the difference fits what is left."""
-    cap = settings.whole_body_max_lines
-    for i, shape in enumerate(shapes):
-        if (
-            excerpts[i].shown_as == WHOLE or _inside(shape.item.candidate.span, shown_whole)
-            or (cap is not None and len(shape.text) > cap) or not worth(shape)
-        ):
-            continue
-        whole = shape.whole()
-        if room.replace(excerpts[i], whole):
-            excerpts[i] = whole
-
-
-def _short_functions_whole(
     shapes: list[Shapes], excerpts: list[Excerpt], planned: int, room: Room,
-    shown_whole: list[Span], settings: Settings,
+    shown_whole: list[Span], settings: Settings, worth: Callable[[Shapes], bool],
 ) -> None:
-    """Each planned function or method of at most ``short_function_lines`` lines
-    not yet whole nor inside a span shown whole, in rank order, as its body
-    when the difference fits what is left."""
+    """In rank order, each of the first ``planned`` excerpts not yet whole nor
+    inside a span shown whole, whose candidate ``worth`` accepts and is at
+    most ``whole_body_max_lines`` long, as its body when the difference fits
+    what is left. An excerpt finds its shape by its candidate, not its place:
+    in doubt the planned excerpts take in the floored ones, which have none."""
+    cap = settings.whole_body_max_lines
     shape_of = {shape.item: shape for shape in shapes}
     for i in range(planned):
         shape = shape_of.get(excerpts[i].ranked)
         if (
             shape is None or excerpts[i].shown_as == WHOLE
-            or shape.item.candidate.kind not in FUNCTION_KINDS
-            or len(shape.text) > settings.short_function_lines
             or _inside(shape.item.candidate.span, shown_whole)
+            or (cap is not None and len(shape.text) > cap) or not worth(shape)
         ):
             continue
         whole = shape.whole()
