@@ -34,6 +34,7 @@ from ctx04_core import retrieve
 from ctx04_core.evidence import HEADER
 from ctx04_core.hookspecs import hookimpl
 from ctx04_core.index import CodeIndex, IndexUnavailable, RefreshStats, parsing
+from ctx04_core.index.refresh import RACY_NS
 from ctx04_core.index.workers import WorkerFailed, forked_map
 from ctx04_core.pipeline import open_repo, refreshed_repo
 from ctx04_core.plugins import plugin_manager
@@ -73,9 +74,17 @@ def refresh_facing_a_fifo(root: Path, rel: str, edited: list[str]) -> RefreshSta
 
     The work runs on a thread of its own (SQLite wants the connection used
     there), so the test can stop waiting on a refresh that blocked.
+
+    The files left unedited must be settled by the first refresh, not racily
+    clean (changed within ``RACY_NS`` of it, so read again by the second):
+    only then does the second refresh report progress, and make the FIFO,
+    before its workers read any file. Otherwise the FIFO came after the first
+    chunk's answer, and a worker slowed by a busy machine had read the file
+    by then.
     """
     pm, settings = plugin_manager(), Settings()
     found: list[RefreshStats] = []
+    time.sleep(RACY_NS / 1e9)
 
     def twice() -> None:
         index = CodeIndex.open(root)
