@@ -287,6 +287,39 @@ def test_reliability_reads_the_probabilities_per_bin_and_per_leader() -> None:
     assert (extreme.sure, extreme.sure_right) == (1, 1)
 
 
+def test_the_calibration_table_reads_each_dataset_apart() -> None:
+    from ctx04_core.ranking.cli import calibration_table
+    from ctx04_core.ranking.fit import CrossValidation, reliability
+
+    def logit(p: float) -> float:
+        return math.log(p / (1 - p))
+
+    held = {
+        "py-1": ([logit(0.5), logit(0.02)], [True, False]),  # sure, right
+        "py-2": ([logit(0.2), logit(0.05)], [False, True]),  # in doubt, wrong
+        "go-1": ([logit(0.5), logit(0.4)], [False, True]),  # in doubt, wrong
+    }
+    calibration = Calibration(1.0, 0.0)
+    pooled = reliability(list(held.values()), calibration, 0.3, 2.0)
+    result = CrossValidation(
+        "logistic", None, {}, {}, {}, calibration, pooled, held_out=held
+    )
+    splits = {"train.jsonl": ["py-1", "py-2"], "train_go.jsonl": ["go-1"]}
+
+    rows = [line for line in calibration_table([result], splits) if line.startswith("| log")]
+    assert rows == [
+        "| logistic | 1 | 0 | 1: 0.020 / 0.000 | 1: 0.050 / 1.000 | 1: 0.200 / 0.000"
+        " | 3: 0.467 / 0.667 | 1 of 3 tasks | 1.00 | 0.00 |",
+        "| logistic, train.jsonl | 1 | 0 | 1: 0.020 / 0.000 | 1: 0.050 / 1.000"
+        " | 1: 0.200 / 0.000 | 1: 0.500 / 1.000 | 1 of 2 tasks | 1.00 | 0.00 |",
+        "| logistic, train_go.jsonl | 1 | 0 | 0: 0.000 / 0.000 | 0: 0.000 / 0.000"
+        " | 0: 0.000 / 0.000 | 2: 0.450 / 0.500 | 0 of 1 tasks | - | 0.00 |",
+    ]
+    # One dataset: its rows would repeat the pooled one.
+    alone = calibration_table([result], {"train.jsonl": list(held)})
+    assert [line for line in alone if line.startswith("| log")] == rows[:1]
+
+
 def test_a_task_whose_recall_found_nothing_counts_as_a_miss() -> None:
     from ctx04_core.bench.gold import Gold
     from ctx04_core.ranking.fit import cross_validate

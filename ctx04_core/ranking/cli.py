@@ -256,11 +256,13 @@ def _show(results: list[Any], chosen: str) -> None:
     Console(width=200).print(table)
 
 
-def calibration_table(results: list[Any]) -> list[str]:
+def calibration_table(results: list[Any], by_split: dict[str, list[str]]) -> list[str]:
     """Each learner's held-out calibration and how it reads, as Markdown lines:
     per probability bin "candidates: mean probability / share holding a
-    changed line", then the tasks whose leader clears the doubt gate."""
-    from ctx04_core.ranking.fit import RELIABILITY_EDGES
+    changed line", then the tasks whose leader clears the doubt gate; over
+    every held-out task, then over each dataset's when there are several
+    (one calibration serves every language: the rows say where it is off)."""
+    from ctx04_core.ranking.fit import RELIABILITY_EDGES, reliability
 
     learners = [r for r in results if r.rank_fusion is None and r.learner != WEIGHTED]
     if not learners:
@@ -282,13 +284,24 @@ def calibration_table(results: list[Any]) -> list[str]:
                 _markdown_row([r.learner, "not calibrated", *["-"] * (len(header) - 2)])
             )
             continue
-        lines.append(_markdown_row([
-            r.learner, f"{r.calibration.scale:.4g}", f"{r.calibration.shift:.4g}",
-            *(f"{b.candidates}: {b.mean_probability:.3f} / {b.holding:.3f}" for b in found.bins),
-            f"{found.sure} of {found.sure + found.doubtful} tasks",
-            f"{found.sure_right / found.sure:.2f}" if found.sure else "-",
-            f"{found.doubtful_right / found.doubtful:.2f}" if found.doubtful else "-",
-        ]))
+        parts = [(r.learner, found)]
+        if len(by_split) > 1:
+            parts += [
+                (f"{r.learner}, {name}", reliability(
+                    [r.held_out[i] for i in ids if i in r.held_out], r.calibration,
+                    found.gate, found.margin,
+                ))
+                for name, ids in by_split.items()
+            ]
+        for name, read in parts:
+            lines.append(_markdown_row([
+                name, f"{r.calibration.scale:.4g}", f"{r.calibration.shift:.4g}",
+                *(f"{b.candidates}: {b.mean_probability:.3f} / {b.holding:.3f}"
+                  for b in read.bins),
+                f"{read.sure} of {read.sure + read.doubtful} tasks",
+                f"{read.sure_right / read.sure:.2f}" if read.sure else "-",
+                f"{read.doubtful_right / read.doubtful:.2f}" if read.doubtful else "-",
+            ]))
     return [*lines, ""]
 
 
@@ -305,7 +318,7 @@ def markdown_report(results: list[Any], chosen: str, by_split: dict[str, list[st
         lines += [title, "", *_markdown_header(header)]
         lines += [_markdown_row(row) for row in rows]
         lines.append("")
-    lines += calibration_table(results)
+    lines += calibration_table(results, by_split)
     lines += ["Per held-out repository:", ""]
     per_header = ["repository", "ranking", *(SHORT_NAMES[m] for m in CV_METRICS)]
     lines += _markdown_header(per_header)

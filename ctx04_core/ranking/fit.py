@@ -205,6 +205,10 @@ class Reliability:
     doubtful_right: int
 
 
+# One held-out task's scores of its candidates, and whether each holds a changed line.
+Held = tuple[list[float], list[bool]]
+
+
 @dataclass(frozen=True)
 class CrossValidation:
     learner: str
@@ -218,6 +222,9 @@ class CrossValidation:
     # Each fold's fit (by the repository it left out), for the fold models;
     # empty for the weighted order, which fits nothing.
     fold_fits: dict[str, Any] = field(default_factory=dict, repr=False)
+    # Each held-out task's scores and whether each candidate holds a changed
+    # line, by instance id: the reliability of a part of the tasks (a dataset).
+    held_out: dict[str, Held] = field(default_factory=dict, repr=False)
 
     @property
     def name(self) -> str:
@@ -269,7 +276,7 @@ def calibrate(scores: Sequence[float], holds: Sequence[bool]) -> Calibration | N
 
 
 def reliability(
-    held: Sequence[tuple[Sequence[float], Sequence[bool]]], calibration: Calibration,
+    held: Sequence[Held], calibration: Calibration,
     gate: float, margin: float,
 ) -> Reliability:
     """The reliability of ``calibration`` over each held-out task's (scores,
@@ -358,7 +365,7 @@ def cross_validate(
     found: dict[RankFusion | None, dict[str, dict[str, dict[str, float]]]] = {
         fusion: {} for fusion in fusions
     }
-    held_out: list[tuple[list[float], list[bool]]] = []
+    held_out: dict[str, Held] = {}
     fold_fits: dict[str, Any] = {}
     for done, repo in enumerate(sorted(by_repo)):
         if progress is not None:
@@ -372,7 +379,9 @@ def cross_validate(
             for task in held:
                 scores = scorer(task.rows)
                 model_orders.append(order_by(task, scores))
-                held_out.append((scores, [label.holds_gold_line for label in task.labels]))
+                held_out[task.instance_id] = (
+                    scores, [label.holds_gold_line for label in task.labels]
+                )
         for fusion in fusions:
             found[fusion][repo] = {
                 task.instance_id: ranked_metrics(
@@ -384,10 +393,12 @@ def cross_validate(
                 for task, order in zip(held, model_orders, strict=True)
             }
     calibration = None if weighted else calibrate(
-        [x for scores, _ in held_out for x in scores], [h for _, holds in held_out for h in holds]
+        [x for scores, _ in held_out.values() for x in scores],
+        [h for _, holds in held_out.values() for h in holds],
     )
     trust = None if calibration is None else reliability(
-        held_out, calibration, Settings().doubt_probability, Settings().sure_margin
+        list(held_out.values()), calibration, Settings().doubt_probability,
+        Settings().sure_margin,
     )
     return [
         CrossValidation(
@@ -395,7 +406,7 @@ def cross_validate(
             mean_metrics([m for values in per.values() for m in values.values()]),
             {repo: mean_metrics(list(values.values())) for repo, values in per.items()},
             {task: m for values in per.values() for task, m in values.items()},
-            calibration, trust, fold_fits,
+            calibration, trust, fold_fits, held_out,
         )
         for fusion, per in found.items()
     ]
