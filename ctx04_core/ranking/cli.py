@@ -288,7 +288,7 @@ def calibration_table(results: list[Any], by_split: dict[str, list[str]]) -> lis
         if len(by_split) > 1:
             parts += [
                 (f"{r.learner}, {name}", reliability(
-                    [r.held_out[i] for i in ids if i in r.held_out], r.calibration,
+                    [r.held_out[i] for i in ids], r.calibration,
                     found.gate, found.margin,
                 ))
                 for name, ids in by_split.items()
