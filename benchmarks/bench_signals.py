@@ -34,6 +34,8 @@ sets, measured in the same process one after the other:
 - no short functions: with five leaders, the functions of at most
   ``short_function_lines`` lines left as the slice's rules show them
   (``short_function_lines = 0``);
+- no matched bodies: with them, without the functions a task's term was
+  found in shown whole last in a slice in doubt (``doubt_hit_floor = 0``);
 - default: the same with them whole (the default);
 - + meaning: the default install and the optional ``meaning`` plugin, whose
   vectors are read from the index (made when it is built with the plugin
@@ -81,6 +83,7 @@ PLUGIN_SETS: dict[str, tuple[tuple[str, ...], dict[str, object]]] = {
     "no callees": (("pin", "meaning", "dependence"), {"callee_ranks": 0}),
     "three leaders": (("pin", "meaning", "dependence"), {"leader_ranks": 3}),
     "no short functions": (("pin", "meaning", "dependence"), {"short_function_lines": 0}),
+    "no matched bodies": (("pin", "meaning", "dependence"), {"doubt_hit_floor": 0.0}),
     "default": (("pin", "meaning", "dependence"), {}),
     "+ meaning": (("pin", "dependence"), {}),
 }

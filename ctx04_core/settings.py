@@ -351,6 +351,21 @@ class Settings:
     # 0.817 -> 0.809 and 0.807 -> 0.807; dev, read once: 0.567 -> 0.569 and
     # 0.277 -> 0.283, irrelevant 0.790 -> 0.795 and 0.796 -> 0.797. False: off.
     doubt_head: bool = True
+    # Last of all, in doubt, the ranked functions and methods that a recall
+    # source found a task's term in (their hit lines) and that the learned
+    # order gives at least doubt_hit_floor, whole, in rank order, each when
+    # it fits: below doubt_floor, a body the task's words reach still holds
+    # the change often enough for the room the slice has left, once every
+    # other rule has had it (stop 45: the same floor lowered for every
+    # ranked body took the room of the siblings and the head, and lost).
+    # Measured at stop 75 (docs/benchmarks.md, "Matched bodies last in a
+    # slice in doubt"): at 0.02, line recall 0.3849 -> 0.3953 dev
+    # multilingual, 0.5534 -> 0.5545 and 0.4383 -> 0.4443 training, 0.5279
+    # -> 0.5291 Loc-Bench breadth, dev Python and the other Loc-Bench sets
+    # equal; 6 tasks up over seven sets, none down; irrelevant share +0.0004
+    # to +0.0023. At 0.01, dev Python 0.6357 -> 0.6419 too, 9 tasks up, none
+    # down, but the irrelevant share +0.0021 to +0.0103. 0: off.
+    doubt_hit_floor: float = 0.02
     # Otherwise (a slice the learned order is sure of, or the weighted fusion's),
     # the head's import lines alone (those the index records an import on),
     # when the file has at most leading_imports_max of them before its first
@@ -541,11 +556,11 @@ class Settings:
                 f"a count, 0 or more; not {self.changelog_share!r}, {self.placed_file_position!r}"
             )
         doubts = (self.doubt_probability, self.doubt_floor, self.doubt_pool_floor,
-                  self.sure_floor, self.run_context_floor)
+                  self.sure_floor, self.run_context_floor, self.doubt_hit_floor)
         if not all(0 <= p <= 1 for p in doubts):
             raise SettingsError(
-                f"doubt_probability, doubt_floor, doubt_pool_floor, sure_floor and "
-                f"run_context_floor are probabilities, in [0, 1], not "
+                f"doubt_probability, doubt_floor, doubt_pool_floor, sure_floor, "
+                f"run_context_floor and doubt_hit_floor are probabilities, in [0, 1], not "
                 f"{', '.join(map(repr, doubts))}"
             )
         if not self.sure_margin >= 1:  # NaN too

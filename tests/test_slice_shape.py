@@ -428,6 +428,42 @@ def test_a_slice_in_doubt_shows_the_probable_bodies_whole(shop: Repo) -> None:
     assert round_money(lifted) == "whole"
 
 
+def test_last_in_doubt_a_body_the_task_matches_is_whole_past_the_floor(shop: Repo) -> None:
+    # round_money scores 0.2 of the best (under value_score_share): its
+    # signature. At p 0.027 it is under doubt_floor (0.03) too; but in doubt,
+    # once every other rule has had the room, a function a recall source
+    # found a task's term in (TASK names round_money: its hit line 14) is
+    # whole when the learned order gives it at least doubt_hit_floor (0.02).
+    def order(leader: float, money: float, hits: tuple[int, ...]) -> tuple[RankedCandidate, ...]:
+        plain = ranked(
+            shop, ("shop.cart.Cart.total", 10.0), ("shop.cart.Cart.add", 5.0),
+            ("shop.pricing.apply_discount", 4.0), ("shop.pricing.round_money", 2.0),
+        )
+        *first, last = plain
+        matched = replace(last, candidate=replace(last.candidate, hit_lines=hits))
+        return tuple(
+            replace(r, model_score=z, log_odds=z)
+            for r, z in zip((*first, matched), (leader, -2.0, -3.0, money), strict=True)
+        )
+
+    def round_money(candidates: tuple[RankedCandidate, ...], **overrides: object) -> list[int]:
+        excerpt = pruned(shop, candidates, alone(doubt_head=False).with_overrides(**overrides))[3]
+        assert excerpt.ranked.candidate.qualname == "shop.pricing.round_money"
+        return [n for n, _ in excerpt.lines]
+
+    # Leaders at p 0.27, 0.12, 0.05 (in doubt); round_money at p 0.027, hit.
+    doubtful = order(-1.0, -3.6, (14,))
+    assert round_money(doubtful) == [12, 13, 14]
+    # No hit line, p 0.018 (under the floor), the rule off, a trusted leader
+    # (p 0.5), or a budget with no room for its two more lines: its signature.
+    assert round_money(order(-1.0, -3.6, ())) == [12]
+    assert round_money(order(-1.0, -4.0, (14,))) == [12]
+    assert round_money(doubtful, doubt_hit_floor=0.0) == [12]
+    assert round_money(order(0.0, -3.6, (14,))) == [12]
+    signature_slice = sliced(shop, order(-1.0, -3.6, ()), 4000, doubt_head=False)
+    assert round_money(doubtful, budget_tokens=signature_slice.tokens) == [12]
+
+
 def test_a_sure_slice_shows_an_improbable_function_as_its_signature(shop: Repo) -> None:
     # apply_discount scores 0.4 of the best (over value_score_share, rank 3):
     # whole by the score (Cart.add, sharing no word with TASK, is left out
@@ -714,15 +750,17 @@ def test_eval_records_say_what_each_entry_past_the_candidates_is(tmp_path: Path)
 
 def test_doubt_settings_out_of_range_are_refused() -> None:
     with pytest.raises(SettingsError, match=r"doubt_probability, doubt_floor, doubt_pool_floor, "
-                       r"sure_floor and run_context_floor are probabilities, in \[0, 1\], "
-                       r"not 1.5, 0.03, 0.01, 0.1, 0.1"):
+                       r"sure_floor, run_context_floor and doubt_hit_floor are probabilities, "
+                       r"in \[0, 1\], not 1.5, 0.03, 0.01, 0.1, 0.1, 0.02"):
         Settings(doubt_probability=1.5)
-    with pytest.raises(SettingsError, match=r"not 0.3, 0.03, -0.1, 0.1, 0.1"):
+    with pytest.raises(SettingsError, match=r"not 0.3, 0.03, -0.1, 0.1, 0.1, 0.02"):
         Settings(doubt_pool_floor=-0.1)
-    with pytest.raises(SettingsError, match=r"not 0.3, 0.03, 0.01, 2.0, 0.1"):
+    with pytest.raises(SettingsError, match=r"not 0.3, 0.03, 0.01, 2.0, 0.1, 0.02"):
         Settings(sure_floor=2.0)
-    with pytest.raises(SettingsError, match=r"not 0.3, 0.03, 0.01, 0.1, -0.5"):
+    with pytest.raises(SettingsError, match=r"not 0.3, 0.03, 0.01, 0.1, -0.5, 0.02"):
         Settings(run_context_floor=-0.5)
+    with pytest.raises(SettingsError, match=r"not 0.3, 0.03, 0.01, 0.1, 0.1, 1.2"):
+        Settings(doubt_hit_floor=1.2)
     for margin in (0.5, float("nan")):
         with pytest.raises(SettingsError, match=r"sure_margin is how many times the next "
                            r"candidate's probability the first's must be, 1 or more, not "):
